@@ -1,0 +1,65 @@
+"""The one prompt renderer: StepState -> chat messages -> token ids, for student *and* teacher.
+
+The teacher prompt is the student prompt with a skill block inserted right after the task line; nothing else
+differs, and the response token ids are the sampled ones in both cases (they are never re-tokenized).
+"""
+from __future__ import annotations
+
+from seed.rollout.types import StepState
+
+SKILL_HEADER = "Episode-Level Skill"
+SKILL_INSTRUCTION = "Use this skill when choosing the actions of this episode."
+
+_INTROS = {
+    "alfworld": "You are an expert agent operating in the ALFRED Embodied Environment.",
+    "sokoban": "You are an expert agent playing Sokoban on a text grid.",
+}
+_DEFAULT_INTRO = "You are an expert agent acting in a text environment."
+
+ANSWER_FORMAT = (
+    "Now it's your turn to take an action.\n"
+    "You should first reason step-by-step about the current situation. This reasoning process MUST be enclosed "
+    "within <think> </think> tags.\n"
+    "Once you've finished your reasoning, you should choose an admissible action for current step and present it "
+    "within <action> </action> tags."
+)
+
+
+def skill_block(skill: str) -> str:
+    return f"## {SKILL_HEADER}\n{SKILL_INSTRUCTION}\n{skill.strip()}\n"
+
+
+def render_text(state: StepState, skill: str | None = None) -> str:
+    """The user message for one step (verl-agent's ALFWorld template shape)."""
+    lines = [f"{_INTROS.get(state.env_name, _DEFAULT_INTRO)} Your task is to: {state.task}\n"]
+    if skill:
+        lines.append(skill_block(skill))
+    if state.step_index > 0 and state.history:
+        pairs = "\n".join(
+            f"[Observation {state.step_index - len(state.history) + i + 1}: '{obs}', Action: '{act}']"
+            for i, (obs, act) in enumerate(state.history)
+        )
+        lines.append(
+            f"Prior to this step, you have already taken {state.step_index} step(s). Below are the most recent "
+            f"{len(state.history)} observations and the corresponding actions you took:\n{pairs}\n"
+        )
+    lines.append(
+        f"You are now at step {state.step_index + 1} and your current observation is:\n{state.observation}\n"
+    )
+    if state.admissible:
+        lines.append("Your admissible actions of the current situation are: [" +
+                     ", ".join(f"'{a}'" for a in state.admissible) + "].\n")
+    lines.append(ANSWER_FORMAT)
+    return "\n".join(lines)
+
+
+def render_messages(state: StepState, skill: str | None = None) -> list[dict[str, str]]:
+    return [{"role": "user", "content": render_text(state, skill)}]
+
+
+def render(state: StepState, tokenizer, skill: str | None = None) -> list[int]:
+    """Prompt token ids, ending with the assistant turn's opening (generation prompt)."""
+    ids = tokenizer.apply_chat_template(render_messages(state, skill), add_generation_prompt=True, tokenize=True)
+    if isinstance(ids, dict) or hasattr(ids, "input_ids"):  # newer transformers return a BatchEncoding
+        ids = ids["input_ids"]
+    return list(ids)

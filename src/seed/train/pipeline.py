@@ -1,0 +1,92 @@
+"""Stages of a run, each resumable inside one run directory: warm-up, eval, train."""
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+
+import torch
+
+from seed.config import Config, save_config
+from seed.train.checkpoint import latest_checkpoint, load_checkpoint, rng_state, save_checkpoint
+from seed.train.evaluate import evaluate, format_table
+from seed.train.metrics import MetricsLogger
+from seed.train.rl import make_optimizer, train, write_episodes
+
+log = logging.getLogger(__name__)
+
+
+def progress_bar(**kw):
+    from tqdm.auto import tqdm
+
+    return tqdm(dynamic_ncols=True, **kw)
+
+
+def prepare_run_dir(cfg: Config) -> Path:
+    run_dir = Path(cfg.run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    save_config(cfg, run_dir / "config.yaml")
+    return run_dir
+
+
+def load_latest_weights(components) -> int:
+    """Load the newest checkpoint's model weights (if any); returns its update index (0 if none)."""
+    ckpt = latest_checkpoint(Path(components.cfg.run_dir))
+    if ckpt is None:
+        return 0
+    state = load_checkpoint(ckpt)
+    components.policy.model.load_state_dict(state["model"])
+    return int(state["update"])
+
+
+def warmup_stage(components) -> None:
+    """Format warm-up once; its result is checkpoint 0, so a resumed run does not redo it."""
+    cfg = components.cfg
+    if not cfg.warmup.enabled or latest_checkpoint(Path(cfg.run_dir)) is not None:
+        return
+    from seed.train.warmup import format_warmup
+
+    stats = format_warmup(components, progress_factory=progress_bar)
+    MetricsLogger(Path(cfg.run_dir), tensorboard=False).log(0, stats)
+    # the warmed-up model is the KL reference (as the SFT model is in SEED); kept apart from rotating checkpoints
+    ref_path = Path(cfg.run_dir) / "reference.pt"
+    tmp = ref_path.with_suffix(".tmp")
+    torch.save(components.policy.model.state_dict(), tmp)
+    os.replace(tmp, ref_path)
+    save_checkpoint(Path(cfg.run_dir), 0, {
+        "model": components.policy.model.state_dict(),
+        "optimizer": make_optimizer(components.policy.model, cfg).state_dict(),
+        "rng": rng_state(), "generator": components.policy.generator.get_state(), "update": 0,
+        "config": cfg.to_dict()}, keep=cfg.train.keep_checkpoints)
+    log.info("format warm-up: %s", stats)
+
+
+def eval_stage(components, tag: str) -> dict:
+    """Evaluate the current weights; results go to eval_<tag>.json (skipped if that file exists)."""
+    run_dir = Path(components.cfg.run_dir)
+    out = run_dir / f"eval_{tag}.json"
+    if out.exists():
+        return json.loads(out.read_text())
+    results = evaluate(components)
+    for split, r in results.items():
+        write_episodes(run_dir / "eval" / tag, 0, r.pop("episodes"))
+        Path(run_dir / "eval" / tag / "episodes" / "update_00000.jsonl").rename(
+            run_dir / "eval" / tag / f"{split}.jsonl")
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(results, indent=2))
+    tmp.replace(out)
+    print(f"\nevaluation ({tag}):\n{format_table(results)}")
+    return results
+
+
+def load_reference(components) -> None:
+    ref_path = Path(components.cfg.run_dir) / "reference.pt"
+    if components.reference is not None and ref_path.exists():
+        components.reference.model.load_state_dict(torch.load(ref_path, map_location="cpu"))
+
+
+def train_stage(components) -> int:
+    warmup_stage(components)
+    load_reference(components)
+    return train(components, progress_factory=progress_bar)

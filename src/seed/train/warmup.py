@@ -1,0 +1,86 @@
+"""Optional format warm-up: a short SFT that teaches the <think>…</think><action>…</action> answer format.
+
+The demonstrations walk the *training* split with uniformly random admissible actions, so the model learns to
+copy one admissible action into the tags, and nothing about which action solves the task: RL still has all of
+the task to learn. Used for models too small to follow the format from the instruction alone (SmolLM2-135M);
+off in the paper recipes.
+"""
+from __future__ import annotations
+
+import random
+
+import torch
+
+from seed.agent import render
+from seed.models.backend import token_budget_batches
+
+THOUGHTS = (
+    "I should pick one of the admissible actions.",
+    "Let me choose an action that moves me toward the task.",
+    "I will take an admissible action now.",
+)
+
+
+def demonstrations(components, episodes: int, seed: int = 12345) -> list[tuple[list[int], list[int]]]:
+    """(prompt ids, response ids) pairs from random-action episodes on the train split."""
+    cfg, tok = components.cfg, components.tokenizer
+    rng = random.Random(seed)
+    collector = components.collector("train")
+    env = collector.env_factory()
+    pairs = []
+    from seed.rollout.collector import _Running  # reuses the collector's state/history bookkeeping
+    from seed.rollout.types import Episode
+
+    for i in range(episodes):
+        obs = env.reset(10_000_000 + seed + i)
+        run = _Running(env, Episode(f"warmup-{i}", 0, i, obs.task, obs.task_type), obs, cfg.env.name)
+        for _ in range(cfg.env.max_steps):
+            state = run.state(cfg.env.history_length)
+            action = rng.choice(state.admissible)
+            text = f"<think>{rng.choice(THOUGHTS)}</think><action>{action}</action>"
+            pairs.append((render(state, tok), tok.encode(text, add_special_tokens=False)))
+            obs, _, done, _ = env.step(action)
+            run.history.append((run.obs.text, action))
+            run.episode.steps.append(None)  # only the count matters for the step index
+            run.obs = obs
+            if done:
+                break
+    env.close()
+    return pairs
+
+
+def format_warmup(components, progress_factory=None) -> dict:
+    """SFT (response-only NLL) on the demonstrations; returns the mean loss of the first and last epoch."""
+    cfg, policy = components.cfg, components.policy
+    w = cfg.warmup
+    pairs = demonstrations(components, w.episodes, seed=cfg.seed)
+    params = [p for p in policy.model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=w.lr, weight_decay=0.0)
+    rng = random.Random(cfg.seed)
+    losses = []
+    policy.model.train()
+    batches_per_epoch = None
+    bar = None
+    for epoch in range(w.epochs):
+        rng.shuffle(pairs)
+        batches = token_budget_batches([len(p) + len(r) for p, r in pairs], cfg.algo.token_budget)
+        rng.shuffle(batches)
+        if bar is None and progress_factory:
+            batches_per_epoch = len(batches)
+            bar = progress_factory(total=batches_per_epoch * w.epochs, desc="format warm-up")
+        epoch_losses = []
+        for idx in batches:
+            logp, mask, _ = policy.forward_logps([pairs[i][0] for i in idx], [pairs[i][1] for i in idx])
+            loss = -(logp * mask).sum() / mask.sum()
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            opt.step()
+            epoch_losses.append(float(loss))
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(loss=f"{float(loss):.3f}")
+        losses.append(sum(epoch_losses) / max(1, len(epoch_losses)))
+    if bar is not None:
+        bar.close()
+    return {"warmup/samples": len(pairs), "warmup/first_epoch_loss": losses[0], "warmup/last_epoch_loss": losses[-1]}
