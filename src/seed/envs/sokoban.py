@@ -121,8 +121,15 @@ class SokobanEnv:
     def _obs(self) -> Obs:
         assert self.room is not None
         task = f"push {'the box' if self.num_boxes == 1 else 'every box'} onto {'the target' if self.num_boxes == 1 else 'a target'}"
-        return Obs(text=f"{LEGEND}\n{self.room.render()}", task=task, admissible=list(MOVES), won=self.room.solved(),
+        return Obs(text=f"{LEGEND}\n{self.room.render()}\n{self._positions()}", task=task, admissible=list(MOVES), won=self.room.solved(),
                    task_type="sokoban")
+
+    def _positions(self) -> str:
+        """The grid in words (row, column from the top-left), so small models need not parse the picture."""
+        room = self.room
+        where = lambda cells: ", ".join(f"(row {r}, column {c})" for r, c in sorted(cells))  # noqa: E731
+        return (f"You are at {where([room.player])}. Box at {where(room.boxes)}. "
+                f"Target at {where(room.targets)}.")
 
     def reset(self, seed: int) -> Obs:
         self.room = generate_room(seed + _SPLIT_OFFSET[self.split], self.size, self.num_boxes, self.reverse_steps)

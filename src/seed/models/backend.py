@@ -6,12 +6,17 @@ KV cache, so no forward pass is spent on them.
 from __future__ import annotations
 
 import contextlib
+import copy
+import warnings
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
 from seed.models.load import autocast_dtype
+
+# transformers 5.x renames `past_key_values` to `cache` with a FutureWarning; the old name works on 4.x and 5.x
+warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated", category=FutureWarning)
 
 
 @dataclass
@@ -39,6 +44,26 @@ class HFBackend:
         self.model.to(self.device)
         self.amp_dtype = autocast_dtype(self.device, precision)
         self.generator = torch.Generator(device=self.device).manual_seed(seed)
+        self._gen_model = None
+        self._gen_version = -1
+
+    def generation_model(self):
+        """The model decoding runs on. Under bf16 autocast on CPU that is a bf16 copy of the weights, kept in
+        sync by the parameters' in-place version counters (optimizer steps and load_state_dict bump them): it
+        spares every decode step a cast of all weights, and can never be stale."""
+        if self.amp_dtype is None or self.device.type != "cpu":
+            return self.model
+        params = list(self.model.parameters())
+        version = sum(p._version for p in params)
+        if self._gen_model is None:
+            self._gen_model = copy.deepcopy(self.model).to(self.amp_dtype).eval()
+            self._gen_version = version
+        elif version != self._gen_version:
+            with torch.no_grad():
+                for dst, src in zip(self._gen_model.parameters(), params):
+                    dst.copy_(src)
+            self._gen_version = version
+        return self._gen_model
 
     def autocast(self):
         if self.amp_dtype is None:
@@ -53,7 +78,7 @@ class HFBackend:
         return out
 
     def _generate_batch(self, prompts: list[list[int]], sampling: Sampling) -> list[Generation]:
-        model, tok = self.model, self.tokenizer
+        model, tok = self.generation_model(), self.tokenizer
         was_training = model.training
         model.eval()
         n = len(prompts)

@@ -55,6 +55,8 @@ def build_components(cfg: Config, with_reference: bool = True) -> Components:
     reference = None
     if with_reference and cfg.algo.kl_coef > 0:
         ref_model = copy.deepcopy(model).eval()
+        if policy.amp_dtype is not None and policy.device.type == "cpu":
+            ref_model.to(policy.amp_dtype)  # scoring only: bf16-resident weights skip the per-pass casts
         for p in ref_model.parameters():
             p.requires_grad_(False)
         reference = HFBackend(ref_model, tok, device=cfg.model.device, precision=cfg.model.precision, seed=cfg.seed)

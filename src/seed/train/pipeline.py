@@ -68,7 +68,10 @@ def eval_stage(components, tag: str) -> dict:
     out = run_dir / f"eval_{tag}.json"
     if out.exists():
         return json.loads(out.read_text())
-    results = evaluate(components)
+    cfg = components.cfg
+    bar = progress_bar(total=cfg.env.max_steps * len(cfg.eval.splits), desc=f"eval {tag} (turns)")
+    results = evaluate(components, progress=lambda live: bar.update(1))
+    bar.close()
     for split, r in results.items():
         write_episodes(run_dir / "eval" / tag, 0, r.pop("episodes"))
         Path(run_dir / "eval" / tag / "episodes" / "update_00000.jsonl").rename(

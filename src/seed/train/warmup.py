@@ -14,11 +14,7 @@ import torch
 from seed.agent import render
 from seed.models.backend import token_budget_batches
 
-THOUGHTS = (
-    "I should pick one of the admissible actions.",
-    "Let me choose an action that moves me toward the task.",
-    "I will take an admissible action now.",
-)
+THOUGHTS = ("I pick an action.", "Let me try this.", "I move now.")
 
 
 def demonstrations(components, episodes: int, seed: int = 12345) -> list[tuple[list[int], list[int]]]:
@@ -76,10 +72,10 @@ def format_warmup(components, progress_factory=None) -> dict:
             loss.backward()
             torch.nn.utils.clip_grad_norm_(params, 1.0)
             opt.step()
-            epoch_losses.append(float(loss))
+            epoch_losses.append(loss.item())
             if bar is not None:
                 bar.update(1)
-                bar.set_postfix(loss=f"{float(loss):.3f}")
+                bar.set_postfix(loss=f"{epoch_losses[-1]:.3f}")
         losses.append(sum(epoch_losses) / max(1, len(epoch_losses)))
     if bar is not None:
         bar.close()

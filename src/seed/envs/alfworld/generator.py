@@ -139,6 +139,8 @@ def _build(rng: random.Random, task_type: str, room: str, obj: str, recep: str, 
     if task_type == "look_at_obj_in_light":
         needed.append(rng.choice([r for r in LAMP_HOLDERS if r in ROOMS[room]] or ["SideTable"]))
     pool = list(ROOMS[room])
+    starts = [r for r in pool if _can_hold(r, obj) and r not in needed] or ["Shelf"]
+    needed.append(rng.choice(starts))  # somewhere the target object can start out
     receps = list(needed)
     while len(receps) < max(num_receptacles, len(needed) + 1):
         receps.append(rng.choice(pool))
