@@ -48,3 +48,14 @@ def test_token_budget_batches_cover_all_and_respect_budget():
     assert sorted(i for g in groups for i in g) == list(range(6))
     for g in groups:
         assert len(g) == 1 or len(g) * max(lengths[i] for i in g) <= 120
+
+
+def test_lora_model_trains_only_adapters(tokenizer):
+    model = load_model("tiny-random", tokenizer, lora={"r": 2, "lora_alpha": 4, "target_modules": ["q_proj", "v_proj"]})
+    b = HFBackend(model, tokenizer, precision="fp32")
+    prompts, responses = [tokenizer.encode("hi")], [tokenizer.encode(" there")]
+    logp, mask, _ = b.forward_logps(prompts, responses)
+    (-(logp * mask).sum()).backward()
+    trainable = {n for n, p in model.named_parameters() if p.requires_grad}
+    assert trainable and all("lora" in n for n in trainable)
+    assert all(p.grad is not None for n, p in model.named_parameters() if n in trainable)

@@ -72,3 +72,24 @@ def test_alfworld_splits_are_deterministic_and_unseen_is_held_out():
         assert not is_unseen_combo(tr.task_type, tr.obj, tr.recep, tr.room)
         assert is_unseen_combo(un.task_type, un.obj, un.recep, un.room)
     assert generate_problem("train", 0).pddl != generate_problem("valid_seen", 0).pddl
+
+
+def test_alfworld_serves_official_layout_when_data_dir_is_given(tmp_path):
+    """Games laid out like the official data (json_2.1.1/<split>/<task>/<trial>/) load through the same adapter."""
+    import shutil
+
+    source = make("alfworld", split="valid_seen")
+    source.reset(0)
+    game = source._write_game(0)
+    trial = tmp_path / "json_2.1.1" / "valid_seen" / f"{source.task_type}-x" / "trial_1"
+    trial.mkdir(parents=True)
+    shutil.copy(game, trial / "game.tw-pddl")
+    shutil.copy(game.with_name("traj_data.json"), trial / "traj_data.json")
+    env = make("alfworld", split="valid_seen", data_dir=str(tmp_path))
+    obs = env.reset(0)
+    assert env.problem is None and obs.task_type == source.task_type
+    for _ in range(30):
+        obs, _, done, _ = env.step(env.expert_plan()[0])
+        if done:
+            break
+    assert obs.won

@@ -72,6 +72,22 @@ class AlgoConfig:
 
 
 @dataclass
+class DistillConfig:
+    """On-policy distillation added to the RL loss (SEED and its peers). kind=none is plain GRPO/GiGPO."""
+
+    kind: str = _choice("none", "none", "seed", "opsd", "positive", "skill_sd", "opid")
+    coef: float = _positive(0.01, minimum=0, doc="lambda: weight of the distillation loss")
+    beta: float = _positive(5.0, minimum=0, doc="gate sharpness: g = sigmoid(beta * delta)")
+    opid_weight: float = _positive(0.001, minimum=0, doc="opid: A += w * delta per token")
+    skill_source: str = _choice("policy", "policy", "teacher", "library")
+    teacher: str = _choice("oracle", "oracle", doc="external analyzer for skill_source=teacher")
+    library_path: str = ""
+    teacher_weights: str = _choice("live", "live", "base", "ema")
+    ema_decay: float = _positive(0.99, minimum=0)
+    analyzer_max_new_tokens: int = _positive(256)
+
+
+@dataclass
 class WarmupConfig:
     """Optional format warm-up: SFT on well-formed responses that pick a *random* admissible action.
 
@@ -108,6 +124,7 @@ class Config:
     env: EnvConfig = field(default_factory=EnvConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     algo: AlgoConfig = field(default_factory=AlgoConfig)
+    distill: DistillConfig = field(default_factory=DistillConfig)
     warmup: WarmupConfig = field(default_factory=WarmupConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
@@ -210,6 +227,8 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         bad = [t for t in cfg.env.task_types if t not in TASK_TYPES]
         if bad:
             raise ConfigError(f"config key 'env.task_types' has unknown {bad}; allowed: {', '.join(TASK_TYPES)}")
+    if cfg.distill.kind != "none" and cfg.distill.skill_source == "library" and not cfg.distill.library_path:
+        raise ConfigError("config key 'distill.library_path' is required when distill.skill_source is 'library'")
     bad_splits = [s for s in cfg.eval.splits if s not in ("train", "valid_seen", "valid_unseen")]
     if bad_splits:
         raise ConfigError(f"config key 'eval.splits' has unknown {bad_splits}; allowed: train, valid_seen, valid_unseen")

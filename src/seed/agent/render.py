@@ -17,11 +17,8 @@ _INTROS = {
 _DEFAULT_INTRO = "You are an expert agent acting in a text environment."
 
 ANSWER_FORMAT = (
-    "Now it's your turn to take an action.\n"
-    "You should first reason step-by-step about the current situation. This reasoning process MUST be enclosed "
-    "within <think> </think> tags.\n"
-    "Once you've finished your reasoning, you should choose an admissible action for current step and present it "
-    "within <action> </action> tags."
+    "Now it's your turn to take an action. First reason about the current situation inside <think> </think> "
+    "tags, then give one admissible action inside <action> </action> tags."
 )
 
 

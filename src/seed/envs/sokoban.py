@@ -12,7 +12,7 @@ from seed.envs.base import Obs, register
 
 MOVES = {"up": (-1, 0), "down": (1, 0), "left": (0, -1), "right": (0, 1)}
 _SPLIT_OFFSET = {"train": 0, "valid_seen": 1_000_003, "valid_unseen": 2_000_003}
-LEGEND = "Symbols: # wall, _ floor, O target, X box, √ box on target, P you, S you on a target."
+LEGEND = "# wall, _ floor, O target, X box, √ box on target, P you, S you on target"
 
 
 class SokobanRoom:

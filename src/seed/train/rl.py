@@ -1,6 +1,9 @@
 """One RL update, top to bottom as in the paper's algorithm:
 
-    rollout -> advantages -> PPO-clip + beta * KL(pi || pi_ref) - c * entropy -> AdamW (grad clip)
+    rollout -> [analyse episodes -> skills -> re-score sampled tokens with the skill] -> advantages
+    -> PPO-clip + beta * KL(pi || pi_ref) - c * entropy [+ lambda * L_OPD] -> AdamW (grad clip)
+
+(the bracketed parts run when `distill.kind` is not "none")
 
 and the loop around it: fixed task seeds per update (so a resumed run never repeats one), episode files,
 metrics, atomic checkpoints.
@@ -16,7 +19,8 @@ from pathlib import Path
 
 import torch
 
-from seed.algos import gigpo_advantages, grpo_advantages, kl_k3, masked_mean, ppo_clip_loss
+from seed.algos import OPD_KINDS, gigpo_advantages, grpo_advantages, kl_k3, masked_mean, opd_loss, opid_shaping, \
+    ppo_clip_loss
 from seed.models.backend import token_budget_batches
 from seed.rollout.types import Episode, StepSample
 from seed.train.checkpoint import latest_checkpoint, load_checkpoint, rng_state, save_checkpoint, set_rng_state
@@ -29,6 +33,7 @@ log = logging.getLogger(__name__)
 class Batch:
     samples: list[StepSample]
     advantages: torch.Tensor  # one per sample (broadcast to its tokens)
+    teacher_logps: list[list[float] | None] | None = None  # per sample; None where its episode has no skill
 
 
 def task_seeds_for_update(cfg, update: int) -> list[int]:
@@ -79,10 +84,15 @@ def policy_update(components, optimizer, batch: Batch) -> dict:
     policy.model.train()
     sums: dict[str, float] = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0, "entropy": 0.0, "clip_frac": 0.0}
     grad_norms, skipped = [], 0
+    n_steps = len([c for c in chunks if c])
+    d = cfg.distill
+    teacher = batch.teacher_logps
+    opd_sums = {"delta_mean": 0.0, "gate_mean": 0.0, "active_tokens": 0.0, "opd_loss": 0.0}
     for chunk in chunks:
         if not chunk:
             continue
         total_tokens = sum(len(responses[i]) for i in chunk)
+        total_active = sum(len(responses[i]) for i in chunk if teacher is not None and teacher[i] is not None)
         optimizer.zero_grad(set_to_none=True)
         finite = True
         for micro in token_budget_batches([len(prompts[i]) + len(responses[i]) for i in chunk], a.token_budget):
@@ -91,6 +101,20 @@ def policy_update(components, optimizer, batch: Batch) -> dict:
                                                    with_entropy=a.entropy_coef > 0)
             old = _pad([old_logps[i] for i in idx], logp) if old_logps is not None else logp.detach()
             adv = batch.advantages[idx].to(logp.device)
+            opd_term, opd_weight = None, 0.0
+            if teacher is not None and d.kind != "none":
+                has_skill = torch.tensor([teacher[i] is not None for i in idx], dtype=mask.dtype)
+                opd_mask = mask * has_skill[:, None].to(mask.device)
+                t_lp = _pad([teacher[i] or [] for i in idx], logp)
+                if d.kind == "opid":  # OPID: the shift shapes the advantage instead of adding a loss
+                    adv = opid_shaping(adv, (t_lp - logp).detach() * opd_mask, d.opid_weight)
+                elif d.kind in OPD_KINDS and opd_mask.sum() > 0:
+                    opd_term, o_stats = opd_loss(logp, t_lp, opd_mask, kind=d.kind, beta=d.beta, old_logp=old)
+                    opd_weight = o_stats["active_tokens"] / max(1, total_active)  # token-mean over active tokens
+                    for k in ("delta_mean", "gate_mean"):
+                        opd_sums[k] += o_stats[k] * o_stats["active_tokens"]
+                    opd_sums["active_tokens"] += o_stats["active_tokens"]
+                    opd_sums["opd_loss"] += opd_term.item() * opd_weight / n_steps
             pg, pg_stats = ppo_clip_loss(logp, old, adv, mask, clip=a.clip)
             loss = pg
             kl = torch.zeros(())
@@ -103,10 +127,12 @@ def policy_update(components, optimizer, batch: Batch) -> dict:
             if not torch.isfinite(loss):
                 finite = False
                 break
-            (loss * weight).backward()
+            total = loss * weight + (d.coef * opd_term * opd_weight if opd_term is not None else 0.0)
+            total.backward()
+            share = weight / n_steps
             for k, v in (("loss", loss), ("pg_loss", pg), ("kl", kl), ("entropy", entropy)):
-                sums[k] += float(v) * weight / len([c for c in chunks if c])
-            sums["clip_frac"] += pg_stats["clip_frac"] * weight / len([c for c in chunks if c])
+                sums[k] += v.item() * share
+            sums["clip_frac"] += pg_stats["clip_frac"] * share
         if not finite:  # NaN/inf: skip this optimizer step and say so
             optimizer.zero_grad(set_to_none=True)
             skipped += 1
@@ -116,6 +142,12 @@ def policy_update(components, optimizer, batch: Batch) -> dict:
         grad_norms.append(float(torch.nn.utils.clip_grad_norm_(params, a.grad_clip)))
         optimizer.step()
     stats.update({f"train/{k}": v for k, v in sums.items()})
+    if teacher is not None:
+        n_active = opd_sums["active_tokens"]
+        stats.update({"distill/delta_mean": opd_sums["delta_mean"] / max(1.0, n_active),
+                      "distill/gate_mean": opd_sums["gate_mean"] / max(1.0, n_active),
+                      "distill/opd_loss": opd_sums["opd_loss"],
+                      "distill/active_token_share": n_active / max(1, sum(len(r) for r in responses))})
     stats["train/grad_norm"] = sum(grad_norms) / max(1, len(grad_norms))
     stats["train/skipped_steps"] = skipped
     return stats
@@ -156,8 +188,11 @@ def write_episodes(run_dir: Path, update: int, episodes: list[Episode]) -> None:
             f.write(json.dumps(e.to_json()) + "\n")
 
 
-def _drop_metrics_after(run_dir: Path, update: int) -> None:
-    path = run_dir / "metrics.jsonl"
+def _read_text(path: Path) -> str:
+    return path.read_text() if path.exists() else ""
+
+
+def _drop_rows_after(path: Path, update: int) -> None:
     if not path.exists():
         return
     rows = [line for line in path.read_text().splitlines() if line.strip() and json.loads(line)["update"] <= update]
@@ -180,11 +215,19 @@ def train(components, progress_factory=None) -> int:
         set_rng_state(state["rng"])
         components.policy.generator.set_state(state["generator"])
         start = state["update"]
+        if state.get("skills"):  # the skill stream as the checkpoint saw it
+            (run_dir / "skills.jsonl").write_text(state["skills"])
         log.info("resumed from %s (update %d)", ckpt, start)
     if start >= cfg.train.updates:
         return start
-    _drop_metrics_after(run_dir, start)  # rows of updates that the checkpoint does not hold are redone
+    for name in ("metrics.jsonl", "skills.jsonl"):  # rows of updates the checkpoint does not hold are redone
+        _drop_rows_after(run_dir / name, start)
     metrics = MetricsLogger(run_dir)
+    distill = None
+    if cfg.distill.kind != "none":
+        from seed.train.distill import DistillStage
+
+        distill = DistillStage(components)
     collector = components.collector("train")
     bar = progress_factory(total=cfg.train.updates, initial=start, desc="train") if progress_factory else None
     for update in range(start, cfg.train.updates):
@@ -192,10 +235,14 @@ def train(components, progress_factory=None) -> int:
         episodes = collector.collect(components.policy, task_seeds_for_update(cfg, update), cfg.rollout.group_size,
                                      components.rollout_sampling(), id_prefix=f"u{update}-")
         t_rollout = time.perf_counter() - t0
-        write_episodes(run_dir, update, episodes)
         batch = compute_advantages(episodes, cfg)
+        stats = distill.run(update + 1, episodes, batch) if distill else {}
+        write_episodes(run_dir, update, episodes)
         t1 = time.perf_counter()
-        stats = policy_update(components, optimizer, batch) if batch.samples else {}
+        if batch.samples:
+            stats.update(policy_update(components, optimizer, batch))
+            if distill:
+                distill.after_update()
         t_update = time.perf_counter() - t1
         stats.update(rollout_stats(episodes))
         stats.update({"time/rollout": t_rollout, "time/update": t_update, "time/total": time.perf_counter() - t0,
@@ -207,7 +254,8 @@ def train(components, progress_factory=None) -> int:
             save_checkpoint(run_dir, done, {
                 "model": components.policy.model.state_dict(), "optimizer": optimizer.state_dict(),
                 "rng": rng_state(), "generator": components.policy.generator.get_state(), "update": done,
-                "config": cfg.to_dict()}, keep=cfg.train.keep_checkpoints)
+                "config": cfg.to_dict(), "skills": _read_text(run_dir / "skills.jsonl")},
+                keep=cfg.train.keep_checkpoints)
         if bar is not None:
             bar.update(1)
             bar.set_postfix(success=f"{stats['rollout/success']:.2f}", invalid=f"{stats['rollout/invalid_rate']:.2f}")

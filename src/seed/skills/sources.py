@@ -1,0 +1,68 @@
+"""Where an episode's skill comes from during RL — each ablation of the paper is a config value:
+
+policy   SEED: the current policy analyses its own finished episodes (greedy, batched, same backend as rollouts)
+teacher  OPID-style: an external analyzer (the oracle here) labels the episodes during RL
+library  SDAR-style: a static file of skills per task type
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+
+from seed.models.backend import Sampling
+from seed.rollout.types import Episode
+from seed.skills.analyzer import Analysis, analysis_prompt, parse_analysis
+
+SKILL_SOURCES = ("policy", "teacher", "library")
+
+
+def chat_ids(tokenizer, text: str) -> list[int]:
+    ids = tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True, tokenize=True)
+    return list(ids["input_ids"] if not isinstance(ids, list) else ids)
+
+
+class PolicyAnalyzer:
+    def __init__(self, backend, tokenizer, max_new_tokens: int, batch_size: int):
+        self.backend, self.tokenizer = backend, tokenizer
+        self.sampling = Sampling(greedy=True, max_new_tokens=max_new_tokens, stop=())
+        self.batch_size = batch_size
+
+    def analyse(self, episodes: list[Episode]) -> list[tuple[str, Analysis]]:
+        prompts = [chat_ids(self.tokenizer, analysis_prompt(e)[0]) for e in episodes]
+        gens = self.backend.generate(prompts, self.sampling, batch_size=self.batch_size)
+        return [(g.text, parse_analysis(g.text)) for g in gens]
+
+
+class TeacherAnalyzer:
+    def __init__(self, teacher):
+        self.teacher = teacher
+
+    def analyse(self, episodes: list[Episode]) -> list[tuple[str, Analysis]]:
+        out = []
+        for e in episodes:
+            raw = self.teacher.label(e)
+            out.append((raw, parse_analysis(raw)))
+        return out
+
+
+class LibraryAnalyzer:
+    """Skills from a static file: {task_type: skill} (YAML or JSON); "default" covers unlisted types."""
+
+    def __init__(self, path: str):
+        p = Path(path)
+        if not p.exists():
+            raise FileNotFoundError(f"distill.library_path: {path} does not exist")
+        data = yaml.safe_load(p.read_text()) if p.suffix in (".yaml", ".yml") else json.loads(p.read_text())
+        if not isinstance(data, dict):
+            raise ValueError(f"{path}: expected a mapping of task type -> skill")
+        self.skills = {str(k): str(v) for k, v in data.items()}
+
+    def analyse(self, episodes: list[Episode]) -> list[tuple[str, Analysis]]:
+        out = []
+        for e in episodes:
+            skill = self.skills.get(e.task_type) or self.skills.get("default")
+            raw = json.dumps({"episode_summary": "", "episode_skill": skill or ""})
+            out.append((raw, parse_analysis(raw)))
+        return out

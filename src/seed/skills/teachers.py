@@ -1,0 +1,99 @@
+"""Teachers that label episodes for the analyzer warm-up.
+
+`OracleTeacher` needs no network: it replays the episode in a fresh copy of its env next to the env's expert
+(planner / BFS), and writes a workflow from the expert plan for a success, or an avoidance rule from the
+episode's concrete mistakes for a failure: the first step that did not bring the goal closer, invalid actions,
+loops, and the sub-goal never reached. The wording varies (seeded by the episode id) so that an analyzer trained
+on these labels has to read the episode rather than memorise a template.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from collections import Counter
+from dataclasses import dataclass
+from typing import Callable
+
+from seed.envs.base import Env
+from seed.rollout.types import Episode
+
+
+@dataclass
+class Mistakes:
+    first_deviation: tuple[int, str, str] | None  # (step, action taken, expert action)
+    invalid_steps: list[int]
+    loop: tuple[str, int] | None  # (action, times)
+    expert_plan: list[str]  # the full plan from the initial state
+    remaining: list[str]  # what the expert would still do at the end
+
+
+def find_mistakes(env: Env, episode: Episode) -> Mistakes:
+    """Replay `episode` on `env` (reset to its task seed) and compare every step with the expert."""
+    env.reset(episode.task_seed)
+    plan0 = env.expert_plan()
+    first, invalid = None, []
+    for i, step in enumerate(episode.steps):
+        before = env.expert_plan()
+        if not step.valid:
+            invalid.append(i + 1)
+            continue
+        env.step(step.action)
+        after = env.expert_plan()
+        if first is None and before and len(after) >= len(before):
+            first = (i + 1, step.action, before[0])
+    actions = [s.action for s in episode.steps if s.valid]
+    loop = None
+    if actions:
+        action, times = Counter(actions).most_common(1)[0]
+        if times >= 3:
+            loop = (action, times)
+    return Mistakes(first, invalid, loop, plan0, env.expert_plan())
+
+
+_WORKFLOW_OPENERS = ("Workflow:", "Do it in this order:", "What works:", "Plan:")
+_AVOID_OPENERS = ("Avoid this:", "Warning:", "Do not repeat this mistake:", "Watch out:")
+
+
+def oracle_skill(episode: Episode, mistakes: Mistakes) -> tuple[str, str]:
+    """(summary, skill) for one episode."""
+    rng = random.Random(int(hashlib.sha256(episode.episode_id.encode()).hexdigest()[:8], 16))
+    n = len(episode.steps)
+    if episode.won:
+        plan = mistakes.expert_plan
+        steps = "; ".join(plan[:8]) + ("; ..." if len(plan) > 8 else "")
+        summary = f"The agent solved '{episode.task}' in {n} steps."
+        skill = (f"{rng.choice(_WORKFLOW_OPENERS)} for '{episode.task}', take the shortest route: {steps}. "
+                 f"Copy each action exactly from the admissible list.")
+        return summary, skill
+    parts = []
+    if mistakes.first_deviation:
+        step, took, wanted = mistakes.first_deviation
+        parts.append(f"at step {step} '{took}' did not bring the goal closer; '{wanted}' was needed there")
+    if mistakes.invalid_steps:
+        parts.append(f"{len(mistakes.invalid_steps)} invalid responses (steps "
+                     f"{', '.join(map(str, mistakes.invalid_steps[:4]))}) wasted turns; answer with one admissible "
+                     f"action inside <action></action>")
+    if mistakes.loop:
+        parts.append(f"'{mistakes.loop[0]}' was repeated {mistakes.loop[1]} times without progress")
+    if mistakes.remaining:
+        parts.append(f"the goal still needed: {'; '.join(mistakes.remaining[:3])}")
+    if not parts:
+        parts.append("the episode ran out of steps before the goal was reached; act toward the goal every step")
+    rng.shuffle(parts)
+    summary = f"The agent failed '{episode.task}' after {n} steps."
+    skill = f"{rng.choice(_AVOID_OPENERS)} " + "; ".join(parts) + "."
+    return summary, skill
+
+
+class OracleTeacher:
+    """Labels episodes of a built-in env from its expert; no network."""
+
+    name = "oracle"
+
+    def __init__(self, env_factory: Callable[[], Env]):
+        self.env = env_factory()
+
+    def label(self, episode: Episode) -> str:
+        summary, skill = oracle_skill(episode, find_mistakes(self.env, episode))
+        return json.dumps({"episode_summary": summary, "episode_skill": skill})

@@ -1,0 +1,80 @@
+"""The distillation stage of an RL update: skills for the finished episodes, then teacher re-scoring.
+
+It owns the analyzer (policy / teacher / library), the teacher weights (live / base / ema) and the skill
+stream (`skills.jsonl` in the run directory: one row per analysed episode, with its update index).
+"""
+from __future__ import annotations
+
+import copy
+import json
+import time
+from pathlib import Path
+
+import torch
+
+from seed.models.backend import HFBackend
+from seed.rollout.types import Episode
+from seed.skills.rescore import rescore
+from seed.skills.sources import LibraryAnalyzer, PolicyAnalyzer, TeacherAnalyzer
+from seed.skills.teachers import OracleTeacher
+
+
+class DistillStage:
+    def __init__(self, components):
+        self.c = components
+        cfg, d = components.cfg, components.cfg.distill
+        self.path = Path(cfg.run_dir) / "skills.jsonl"
+        if d.skill_source == "policy":
+            self.analyzer = PolicyAnalyzer(components.policy, components.tokenizer, d.analyzer_max_new_tokens,
+                                           cfg.rollout.generation_batch_size)
+        elif d.skill_source == "teacher":
+            self.analyzer = TeacherAnalyzer(OracleTeacher(components.collector("train").env_factory))
+        else:
+            self.analyzer = LibraryAnalyzer(d.library_path)
+        self.teacher_backend = self._teacher_backend()
+
+    def _teacher_backend(self) -> HFBackend:
+        c, d = self.c, self.c.cfg.distill
+        if d.teacher_weights == "live":  # SEED: the rollout weights themselves (scored before the update)
+            return c.policy
+        if d.teacher_weights == "base" and c.reference is not None:  # the frozen start model, shared with KL
+            return c.reference
+        frozen = copy.deepcopy(c.policy.model).eval()
+        for p in frozen.parameters():
+            p.requires_grad_(False)
+        return HFBackend(frozen, c.tokenizer, device=c.cfg.model.device, precision=c.cfg.model.precision)
+
+    def run(self, update: int, episodes: list[Episode], batch) -> dict:
+        finished = [e for e in episodes if e.error is None and e.steps]
+        t0 = time.perf_counter()
+        results = self.analyzer.analyse(finished) if finished else []
+        for e, (raw, analysis) in zip(finished, results):
+            e.skill = analysis.skill
+            e.analysis = {"raw": raw, "summary": analysis.summary, "parsed": analysis.parsed, "error": analysis.error}
+        t_analysis = time.perf_counter() - t0
+        with self.path.open("a") as f:
+            for e in finished:
+                f.write(json.dumps({"update": update, "episode_id": e.episode_id, "outcome": "success" if e.won
+                                    else "failure", "task_type": e.task_type, "skill": e.skill,
+                                    "analysis": e.analysis}) + "\n")
+        t1 = time.perf_counter()
+        skills = {e.episode_id: e.skill for e in finished if e.skill}
+        batch.teacher_logps = rescore(self.teacher_backend, self.c.tokenizer, batch.samples, skills,
+                                      self.c.cfg.algo.token_budget)
+        t_rescore = time.perf_counter() - t1
+        with_skill = [e for e in finished if e.skill]
+        return {
+            "distill/parse_rate": sum(bool(e.analysis and e.analysis["parsed"]) for e in finished) / max(1, len(finished)),
+            "distill/skill_rate": len(with_skill) / max(1, len(finished)),
+            "distill/skill_words": sum(len(e.skill.split()) for e in with_skill) / max(1, len(with_skill)),
+            "time/analysis": t_analysis,
+            "time/rescore": t_rescore,
+        }
+
+    @torch.no_grad()
+    def after_update(self) -> None:
+        d = self.c.cfg.distill
+        if d.teacher_weights != "ema":
+            return
+        for dst, src in zip(self.teacher_backend.model.parameters(), self.c.policy.model.parameters()):
+            dst.mul_(d.ema_decay).add_(src.detach().to(dst.dtype), alpha=1 - d.ema_decay)

@@ -1,0 +1,47 @@
+"""Analysis prompt and robust JSON parsing."""
+import pytest
+
+from seed.rollout.types import Episode, StepSample, StepState
+from seed.skills import analysis_prompt, parse_analysis
+
+
+def _episode(n_steps, won):
+    steps = [StepSample(StepState("sokoban", "push the box", f"obs {i}", ["up"]), [1], [2], [-0.1],
+                        f"<think>t{i}</think><action>up</action>", "up", i % 2 == 0, 0.0) for i in range(n_steps)]
+    return Episode("e", 0, 0, "push the box", "sokoban", steps=steps, won=won)
+
+
+def test_prompt_carries_outcome_steps_and_outcome_dependent_wording():
+    text, truncated = analysis_prompt(_episode(3, won=True))
+    assert not truncated
+    assert "episode_success: success" in text and "workflow" in text and "avoidance" not in text
+    assert "Step 3\nObservation: obs 2\nResponse: <think>t2</think><action>up</action>\nAction valid: true" in text
+    failure, _ = analysis_prompt(_episode(2, won=False))
+    assert "episode_success: failure" in failure and "avoidance rules" in failure
+
+
+def test_long_trajectories_keep_outcome_and_last_steps():
+    text, truncated = analysis_prompt(_episode(20, won=False), max_steps_shown=5)
+    assert truncated and "Only the last 5 of 20 steps" in text
+    assert "Step 20" in text and "Step 16" in text and "Step 15" not in text
+    assert "episode_success: failure" in text
+
+
+@pytest.mark.parametrize("raw", [
+    '{"episode_summary": "s", "episode_skill": "Push the box left before moving up."}',
+    'Sure!\n```json\n{"episode_summary": "s", "episode_skill": "Push the box left before moving up."}\n```\nDone.',
+    'Analysis: {"episode_summary": "s", "episode_skill": "Push the box left before moving up."} trailing {',
+])
+def test_parse_accepts_fences_and_trailing_text(raw):
+    a = parse_analysis(raw)
+    assert a.parsed and a.skill == "Push the box left before moving up."
+
+
+@pytest.mark.parametrize("raw,error", [
+    ("no json here", "no JSON object"),
+    ('{"episode_summary": "s"}', "missing"),
+    ('{"episode_summary": "s", "episode_skill": "go left"}', "shorter than 5 words"),
+])
+def test_parse_rejects_unusable_output(raw, error):
+    a = parse_analysis(raw)
+    assert a.skill is None and error in a.error

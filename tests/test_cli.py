@@ -1,0 +1,42 @@
+"""The `seed` command: listing, playing with exactly the agent's prompt, clear config errors."""
+import json
+import shutil
+import subprocess
+import sys
+
+from seed.cli import main
+from seed.envs import make
+
+
+def test_envs_lists_builtins(capsys):
+    assert main(["envs"]) == 0
+    out = capsys.readouterr().out
+    assert "alfworld" in out and "sokoban" in out
+
+
+def test_config_error_exits_2_and_names_key(capsys, tmp_path):
+    assert main(["train", "tiny", "algo.norm=median", f"run_dir={tmp_path}"]) == 2
+    err = capsys.readouterr().err
+    assert "algo.norm" in err and "mean_std, mean" in err
+    assert not (tmp_path / "metrics.jsonl").exists()  # nothing ran
+
+
+def test_play_shows_the_agent_prompt_and_solves_with_the_expert():
+    env = make("sokoban", split="train")
+    env.reset(0)
+    plan = env.expert_plan()
+    proc = subprocess.run([sys.executable, "-m", "seed.cli", "play", "sokoban", "--seed", "0"],
+                          input="jump\n" + "\n".join(plan) + "\n", capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "Your task is to: push the box onto the target" in proc.stdout
+    assert "<think> </think>" in proc.stdout  # the same instruction block the agent gets
+    assert "[invalid: action is not admissible]" in proc.stdout
+    assert "*** task solved ***" in proc.stdout
+
+
+def test_eval_command_writes_table(tmp_path, capsys):
+    assert main(["eval", "tiny", f"run_dir={tmp_path}", "eval.episodes=2", "eval.splits=[valid_seen]"]) == 0
+    result = json.loads((tmp_path / "eval_update_00000.json").read_text())
+    assert result["valid_seen"]["overall"]["n"] == 2
+    assert (tmp_path / "eval" / "update_00000" / "valid_seen.jsonl").exists()
+    assert "valid_seen" in capsys.readouterr().out

@@ -1,0 +1,52 @@
+"""The oracle teacher on real envs: workflows from the expert, avoidance rules from concrete mistakes."""
+from seed.envs import make
+from seed.rollout.types import Episode, StepSample, StepState
+from seed.skills import parse_analysis
+from seed.skills.teachers import OracleTeacher, find_mistakes
+
+
+def _play(env_name, seed, actions, valid=None):
+    env = make(env_name)
+    obs = env.reset(seed)
+    steps = []
+    for i, a in enumerate(actions):
+        ok = True if valid is None else valid[i]
+        steps.append(StepSample(StepState(env_name, obs.task, obs.text, obs.admissible), [1], [2], [0.0],
+                                f"<think>x</think><action>{a}</action>", a, ok, 0.0))
+        if ok:
+            obs, _, done, _ = env.step(a)
+    return Episode(f"{env_name}-{seed}", 0, seed, obs.task, obs.task_type, steps=steps, won=obs.won)
+
+
+def test_success_gets_a_workflow_from_the_expert_plan():
+    env = make("alfworld")
+    env.reset(0)
+    plan = env.expert_plan()
+    ep = _play("alfworld", 0, plan)
+    assert ep.won
+    analysis = parse_analysis(OracleTeacher(lambda: make("alfworld")).label(ep))
+    assert analysis.skill is not None and plan[0] in analysis.skill
+
+
+def test_failure_names_first_deviation_invalid_steps_and_loop():
+    env = make("sokoban")
+    env.reset(4)
+    plan = env.expert_plan()
+    wrong = {"up": "down", "down": "up", "left": "right", "right": "left"}[plan[0]]
+    ep = _play("sokoban", 4, [wrong, "dance", wrong, wrong], valid=[True, False, True, True])
+    assert not ep.won
+    m = find_mistakes(make("sokoban"), ep)
+    assert m.first_deviation is not None and m.first_deviation[0] == 1 and m.first_deviation[1] == wrong
+    assert m.invalid_steps == [2]
+    skill = parse_analysis(OracleTeacher(lambda: make("sokoban")).label(ep)).skill
+    assert f"'{wrong}'" in skill and "invalid" in skill
+
+
+def test_labels_vary_with_the_episode():
+    env = make("sokoban")
+    skills = set()
+    for seed in range(6):
+        env.reset(seed)
+        ep = _play("sokoban", seed, env.expert_plan())
+        skills.add(parse_analysis(OracleTeacher(lambda: make("sokoban")).label(ep)).skill.split(":")[0])
+    assert len(skills) >= 2
