@@ -47,16 +47,13 @@ def cmd_eval(args) -> None:
 
 
 def cmd_run(args) -> None:
-    from seed.train.pipeline import eval_stage, prepare_run_dir, train_stage, warmup_stage
+    from seed.train.pipeline import eval_stage, prepare_run_dir, start_stages, train_stage
 
     t0 = time.time()
     cfg = _config(args)
     run_dir = prepare_run_dir(cfg)
     comps = _components(cfg)
-    warmup_stage(comps)
-    from seed.train.pipeline import load_latest_weights
-
-    load_latest_weights(comps)
+    start_stages(comps)
     initial = eval_stage(comps, "initial")
     train_stage(comps)
     final = eval_stage(comps, "final")
@@ -72,6 +69,29 @@ def cmd_run(args) -> None:
     for split in final:
         i, f = initial[split]["overall"], final[split]["overall"]
         print(f"{split:<14} success {i['success']:.3f} ± {i['se']:.3f}  ->  {f['success']:.3f} ± {f['se']:.3f}")
+
+
+def cmd_label(args) -> None:
+    from seed.train.analyzer_sft import label_stage
+    from seed.train.pipeline import prepare_run_dir, progress_bar
+
+    cfg = _config(args)
+    prepare_run_dir(cfg)
+    bar = progress_bar(total=cfg.label.tasks, desc="label (tasks)")
+    out = label_stage(_components(cfg, with_reference=False), progress=bar.update)
+    bar.close()
+    print(f"labels: {out}")
+
+
+def cmd_sft(args) -> None:
+    from seed.train.pipeline import prepare_run_dir, sft_stage_once
+
+    cfg = _config(args)
+    cfg.sft.enabled = True
+    prepare_run_dir(cfg)
+    comps = _components(cfg)
+    sft_stage_once(comps)
+    print((Path(cfg.run_dir) / "stage_sft.json").read_text())
 
 
 def cmd_envs(args) -> None:
@@ -117,7 +137,9 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     for name, fn, helptext in (("train", cmd_train, "RL training (resumes in run_dir)"),
                                ("eval", cmd_eval, "evaluate the run's latest checkpoint on the fixed panels"),
-                               ("run", cmd_run, "the whole pipeline: warm-up, eval, train, eval")):
+                               ("label", cmd_label, "roll out the base policy; a teacher labels every episode"),
+                               ("sft", cmd_sft, "label (if needed) + analyzer warm-up SFT"),
+                               ("run", cmd_run, "the whole pipeline: [label, sft,] warm-up, eval, train, eval")):
         p = sub.add_parser(name, help=helptext)
         p.add_argument("config", nargs="?", default=None, help="YAML file or shipped config name (default: default)")
         p.add_argument("overrides", nargs="*", help="key=value overrides, e.g. train.updates=10 run_dir=runs/x")

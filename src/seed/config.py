@@ -88,6 +88,31 @@ class DistillConfig:
 
 
 @dataclass
+class LabelConfig:
+    """`seed label`: roll out the base policy (no skill) on training tasks; a teacher labels every episode."""
+
+    teacher: str = _choice("oracle", "oracle", "openai")
+    tasks: int = _positive(180)
+    group_size: int = _positive(8)
+    temperature: float = _positive(0.4, minimum=0)
+    openai: dict = field(default_factory=lambda: {"base_url": "", "model": "", "api_key": "", "max_concurrency": 4,
+                                                  "retries": 4, "timeout": 120})
+
+
+@dataclass
+class SftConfig:
+    """`seed sft`: analyzer warm-up on (analysis prompt -> JSON), response-only NLL."""
+
+    enabled: bool = False
+    epochs: int = _positive(3)
+    lr: float = _positive(5e-6, minimum=0)
+    batch_size: int = _positive(8)
+    holdout: float = _positive(0.1, minimum=0)
+    eval_generations: int = _positive(16, minimum=0, doc="held-out prompts generated greedily to measure parse rate")
+    max_new_tokens: int = _positive(256)
+
+
+@dataclass
 class WarmupConfig:
     """Optional format warm-up: SFT on well-formed responses that pick a *random* admissible action.
 
@@ -125,6 +150,8 @@ class Config:
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     algo: AlgoConfig = field(default_factory=AlgoConfig)
     distill: DistillConfig = field(default_factory=DistillConfig)
+    label: LabelConfig = field(default_factory=LabelConfig)
+    sft: SftConfig = field(default_factory=SftConfig)
     warmup: WarmupConfig = field(default_factory=WarmupConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)

@@ -40,26 +40,65 @@ def load_latest_weights(components) -> int:
     return int(state["update"])
 
 
-def warmup_stage(components) -> None:
-    """Format warm-up once; its result is checkpoint 0, so a resumed run does not redo it."""
+def _save_start_point(components) -> None:
+    """The model after the start stages is checkpoint 0 and the KL reference (as SEED's SFT model is)."""
     cfg = components.cfg
-    if not cfg.warmup.enabled or latest_checkpoint(Path(cfg.run_dir)) is not None:
-        return
-    from seed.train.warmup import format_warmup
-
-    stats = format_warmup(components, progress_factory=progress_bar)
-    MetricsLogger(Path(cfg.run_dir), tensorboard=False).log(0, stats)
-    # the warmed-up model is the KL reference (as the SFT model is in SEED); kept apart from rotating checkpoints
     ref_path = Path(cfg.run_dir) / "reference.pt"
     tmp = ref_path.with_suffix(".tmp")
     torch.save(components.policy.model.state_dict(), tmp)
     os.replace(tmp, ref_path)
+    load_reference(components)
     save_checkpoint(Path(cfg.run_dir), 0, {
         "model": components.policy.model.state_dict(),
         "optimizer": make_optimizer(components.policy.model, cfg).state_dict(),
         "rng": rng_state(), "generator": components.policy.generator.get_state(), "update": 0,
         "config": cfg.to_dict()}, keep=cfg.train.keep_checkpoints)
-    log.info("format warm-up: %s", stats)
+
+
+def _start_stage(components, name: str, fn) -> None:
+    """Run a start stage (analyzer SFT, format warm-up) once per run directory; a marker file records it."""
+    run_dir = Path(components.cfg.run_dir)
+    marker = run_dir / f"stage_{name}.json"
+    if marker.exists():
+        return
+    if latest_checkpoint(run_dir) is not None and (latest_checkpoint(run_dir).name != "update_00000.pt"):
+        return  # RL has started: start stages are over
+    load_latest_weights(components)
+    stats = fn()
+    MetricsLogger(run_dir, tensorboard=False).log(0, stats)
+    _save_start_point(components)
+    marker.write_text(json.dumps(stats, indent=2))
+    log.info("%s: %s", name, stats)
+
+
+def sft_stage_once(components) -> None:
+    """`seed label` + `seed sft` when sft.enabled: teacher labels, then the analyzer warm-up."""
+    if not components.cfg.sft.enabled:
+        return
+    from seed.train.analyzer_sft import label_stage, sft_stage
+
+    def run() -> dict:
+        bar = progress_bar(total=components.cfg.label.tasks, desc="label (tasks)")
+        labels = label_stage(components, progress=bar.update)
+        bar.close()
+        return sft_stage(components, labels, progress_factory=progress_bar)
+
+    _start_stage(components, "sft", run)
+
+
+def warmup_stage(components) -> None:
+    """Format warm-up once (when warmup.enabled)."""
+    if not components.cfg.warmup.enabled:
+        return
+    from seed.train.warmup import format_warmup
+
+    _start_stage(components, "warmup", lambda: format_warmup(components, progress_factory=progress_bar))
+
+
+def start_stages(components) -> None:
+    sft_stage_once(components)
+    warmup_stage(components)
+    load_latest_weights(components)
 
 
 def eval_stage(components, tag: str) -> dict:
@@ -90,6 +129,6 @@ def load_reference(components) -> None:
 
 
 def train_stage(components) -> int:
-    warmup_stage(components)
+    start_stages(components)
     load_reference(components)
     return train(components, progress_factory=progress_bar)

@@ -1,0 +1,117 @@
+"""Stage 1 of SEED: label episodes with a teacher (`seed label`), then warm the analyzer up by SFT (`seed sft`).
+
+Labels: the base policy (no skill) plays training tasks; the teacher writes {"episode_summary", "episode_skill"}
+for every episode; only outputs that parse are kept. SFT: response-only NLL on (analysis prompt -> JSON) with a
+held-out split; reports held-out loss, the JSON parse rate and skill presence of greedy generations.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from pathlib import Path
+
+import torch
+
+from seed.models.backend import Sampling
+from seed.rollout.types import Episode, StepSample, StepState
+from seed.skills.analyzer import analysis_prompt, parse_analysis
+from seed.skills.sources import chat_ids
+
+LABEL_SEED_OFFSET = 50_000_000  # label tasks never coincide with RL tasks
+
+
+def make_teacher(components):
+    cfg = components.cfg.label
+    if cfg.teacher == "oracle":
+        from seed.skills.teachers import OracleTeacher
+
+        return OracleTeacher(components.collector("train").env_factory)
+    from seed.skills.openai_teacher import OpenAITeacher
+
+    o = cfg.openai
+    return OpenAITeacher(o.get("base_url", ""), o.get("model", ""), api_key=o.get("api_key", ""),
+                         cache_dir=Path(components.cfg.run_dir) / "teacher_cache",
+                         max_concurrency=int(o.get("max_concurrency", 4)), retries=int(o.get("retries", 4)),
+                         timeout=float(o.get("timeout", 120)))
+
+
+def label_stage(components, progress=None) -> Path:
+    """Write labels.jsonl in the run directory; resumable (tasks already labelled are skipped)."""
+    cfg = components.cfg
+    out = Path(cfg.run_dir) / "labels.jsonl"
+    done = {json.loads(line)["task_seed"] for line in out.read_text().splitlines()} if out.exists() else set()
+    todo = [LABEL_SEED_OFFSET + i for i in range(cfg.label.tasks) if LABEL_SEED_OFFSET + i not in done]
+    if not todo:
+        return out
+    teacher = make_teacher(components)
+    collector = components.collector("train")
+    sampling = Sampling(temperature=cfg.label.temperature, max_new_tokens=cfg.rollout.max_response_tokens)
+    chunk = max(1, cfg.rollout.generation_batch_size // cfg.label.group_size)
+    for i in range(0, len(todo), chunk):
+        seeds = todo[i:i + chunk]
+        episodes = [e for e in collector.collect(components.policy, seeds, cfg.label.group_size, sampling,
+                                                 id_prefix="label-") if e.error is None and e.steps]
+        labels = teacher.label_many(episodes) if hasattr(teacher, "label_many") else [teacher.label(e) for e in episodes]
+        with out.open("a") as f:
+            for e, raw in zip(episodes, labels):
+                analysis = parse_analysis(raw)
+                f.write(json.dumps({"task_seed": e.task_seed, "episode_id": e.episode_id, "task_type": e.task_type,
+                                    "outcome": "success" if e.won else "failure", "prompt": analysis_prompt(e)[0],
+                                    "response": raw, "parsed": analysis.skill is not None}) + "\n")
+        if progress:
+            progress(len(seeds))
+    collector.close()
+    return out
+
+
+def _is_holdout(episode_id: str, share: float) -> bool:
+    return int(hashlib.sha256(episode_id.encode()).hexdigest()[:8], 16) / 0xFFFFFFFF < share
+
+
+def sft_stage(components, labels: Path, progress_factory=None) -> dict:
+    """Analyzer SFT on the labels that parsed; returns held-out loss, parse rate and skill presence."""
+    cfg, policy, tok = components.cfg, components.policy, components.tokenizer
+    s = cfg.sft
+    rows = [json.loads(line) for line in labels.read_text().splitlines()]
+    rows = [r for r in rows if r["parsed"]]
+    if not rows:
+        raise ValueError(f"{labels}: no label parsed; nothing to train the analyzer on")
+    pairs = [(chat_ids(tok, r["prompt"]), tok.encode(r["response"], add_special_tokens=False) + [tok.eos_token_id],
+              _is_holdout(r["episode_id"], s.holdout)) for r in rows]
+    train = [(p, r) for p, r, h in pairs if not h]
+    held = [(p, r) for p, r, h in pairs if h] or train[-1:]
+    params = [p for p in policy.model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=s.lr, weight_decay=0.0)
+    rng = random.Random(cfg.seed)
+    bar = progress_factory(total=s.epochs * -(-len(train) // s.batch_size), desc="analyzer sft") if progress_factory else None
+    policy.model.train()
+    for _ in range(s.epochs):
+        rng.shuffle(train)
+        for i in range(0, len(train), s.batch_size):
+            batch = train[i:i + s.batch_size]
+            logp, mask, _ = policy.forward_logps([p for p, _ in batch], [r for _, r in batch])
+            loss = -(logp * mask).sum() / mask.sum()
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            opt.step()
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(loss=f"{loss.item():.3f}")
+    if bar is not None:
+        bar.close()
+    with torch.no_grad():
+        total, count = 0.0, 0
+        for i in range(0, len(held), s.batch_size):
+            batch = held[i:i + s.batch_size]
+            logp, mask, _ = policy.forward_logps([p for p, _ in batch], [r for _, r in batch])
+            total += -(logp * mask).sum().item()
+            count += int(mask.sum().item())
+    gens = policy.generate([p for p, _ in held[:s.eval_generations]],
+                           Sampling(greedy=True, max_new_tokens=s.max_new_tokens, stop=()))
+    parsed = [parse_analysis(g.text) for g in gens]
+    return {"sft/train_examples": len(train), "sft/heldout_examples": len(held),
+            "sft/heldout_loss": total / max(1, count),
+            "sft/parse_rate": sum(a.parsed for a in parsed) / max(1, len(parsed)),
+            "sft/skill_presence": sum(a.skill is not None for a in parsed) / max(1, len(parsed))}
