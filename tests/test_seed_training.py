@@ -68,3 +68,16 @@ def test_peer_variants_run(tmp_path, kind):
 def test_library_source_needs_a_path():
     with pytest.raises(ConfigError, match="distill.library_path"):
         load_config("tiny", ["distill.kind=seed", "distill.skill_source=library"])
+
+
+def test_report_shows_updates_and_largest_delta_tokens(tmp_path, capsys):
+    from seed.cli import main
+
+    cfg = _cfg(tmp_path, "distill.kind=seed", "distill.skill_source=library")
+    train_stage(build_components(cfg))
+    episodes = [json.loads(x) for x in (Path(cfg.run_dir) / "episodes" / "update_00000.jsonl").read_text().splitlines()]
+    step = episodes[0]["steps"][0]
+    assert len(step["teacher_logps"]) == len(step["response_ids"]) == len(step["rollout_logps"])
+    assert main(["report", cfg.run_dir]) == 0
+    out = capsys.readouterr().out
+    assert "gate" in out and "largest Δ tokens" in out and "skill: Push the box" in out

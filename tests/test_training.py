@@ -30,8 +30,11 @@ def test_bad_config_names_key_and_allowed_values():
 
 
 def test_shipped_configs_validate():
-    for name in ("default", "tiny", "alfworld_grpo_qwen2.5-3b"):
+    for name in ("default", "tiny", "alfworld_grpo_qwen2.5-3b", "alfworld_seed_qwen2.5-3b"):
         load_config(name)
+    seed_recipe = load_config("alfworld_seed_qwen2.5-3b")
+    assert (seed_recipe.distill.kind, seed_recipe.distill.coef, seed_recipe.distill.beta) == ("seed", 0.01, 5.0)
+    assert (seed_recipe.sft.epochs, seed_recipe.sft.lr, seed_recipe.label.tasks) == (3, 5e-6, 180)
     paper = load_config("alfworld_grpo_qwen2.5-3b")
     assert (paper.rollout.tasks_per_update, paper.rollout.group_size, paper.env.max_steps) == (16, 8, 30)
     assert (paper.algo.lr, paper.algo.kl_coef, paper.algo.entropy_coef, paper.train.updates) == (1e-6, 0.01, 0.001, 150)

@@ -94,6 +94,23 @@ def cmd_sft(args) -> None:
     print((Path(cfg.run_dir) / "stage_sft.json").read_text())
 
 
+def cmd_report(args) -> None:
+    from seed.config import load_config
+    from seed.models import load_tokenizer
+    from seed.report import top_delta_tokens, update_table
+
+    run_dir = Path(args.run_dir)
+    cfg = load_config(run_dir / "config.yaml")
+    print(update_table(run_dir))
+    episode, tokens = top_delta_tokens(run_dir, load_tokenizer(cfg.model.name))
+    if episode is not None:
+        print(f"\nepisode {episode['episode_id']} ({'success' if episode['won'] else 'failure'}): {episode['task']}")
+        print(f"skill: {episode['skill']}")
+        print("largest Δ tokens (Δ, token, step):")
+        for delta, tok, step in tokens:
+            print(f"  {delta:+.3f}  {tok!r:<20} step {step}")
+
+
 def cmd_envs(args) -> None:
     from seed.envs import available
 
@@ -144,6 +161,9 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("config", nargs="?", default=None, help="YAML file or shipped config name (default: default)")
         p.add_argument("overrides", nargs="*", help="key=value overrides, e.g. train.updates=10 run_dir=runs/x")
         p.set_defaults(fn=fn)
+    p = sub.add_parser("report", help="per-update table and the tokens the skills shifted most")
+    p.add_argument("run_dir")
+    p.set_defaults(fn=cmd_report)
     p = sub.add_parser("envs", help="list environments")
     p.set_defaults(fn=cmd_envs)
     p = sub.add_parser("play", help="play an environment in the terminal")

@@ -34,6 +34,7 @@ class StepSample:
     group_id: int = 0
     step_index: int = 0
     truncated_prompt: bool = False
+    teacher_logps: list[float] | None = None  # the same tokens under the skill prompt (set when re-scored)
 
 
 @dataclass

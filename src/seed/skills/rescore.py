@@ -20,4 +20,5 @@ def rescore(teacher_backend, tokenizer, samples: list[StepSample], skills: dict[
     for i, lp in zip(idx, scored):
         assert len(lp) == len(samples[i].response_ids), "teacher scored a different response"
         out[i] = lp
+        samples[i].teacher_logps = lp  # kept with the episode: per-token views of the skill-induced shift
     return out

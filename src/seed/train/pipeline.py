@@ -129,6 +129,7 @@ def load_reference(components) -> None:
 
 
 def train_stage(components) -> int:
+    prepare_run_dir(components.cfg)
     start_stages(components)
     load_reference(components)
     return train(components, progress_factory=progress_bar)
