@@ -108,3 +108,9 @@ def test_resume_after_a_crash_redoes_only_the_lost_update(tmp_path):
 def test_gigpo_trains(tmp_path):
     cfg = _cfg(tmp_path, "algo.advantage=gigpo", "train.updates=1", "warmup.enabled=false")
     assert train_stage(build_components(cfg)) == 1
+
+
+def test_warmup_refuses_answers_longer_than_the_response_budget(tmp_path):
+    cfg = _cfg(tmp_path, "rollout.max_response_tokens=8")
+    with pytest.raises(ConfigError, match="rollout.max_response_tokens=8"):
+        train_stage(build_components(cfg))

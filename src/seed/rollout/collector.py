@@ -55,7 +55,10 @@ class Collector:
         return self._pool[:n]
 
     def collect(self, backend, task_seeds: list[int], group_size: int, sampling: Sampling,
-                id_prefix: str = "", progress: Callable[[int], None] | None = None) -> list[Episode]:
+                id_prefix: str = "", progress: Callable[[int], None] | None = None,
+                lockstep: bool = False) -> list[Episode]:
+        """Run every episode to the end. `lockstep=True` imitates collectors that keep generating for finished
+        episodes (their outputs are discarded); it exists only so benchmarks can measure what compaction saves."""
         s = self.settings
         envs = self._envs(len(task_seeds) * group_size)
         running: list[_Running] = []
@@ -81,7 +84,8 @@ class Collector:
                 break
             states = [r.state(s.history_length) for r in live]
             prompts = [render(st, self.tokenizer) for st in states]
-            gens = backend.generate(prompts, sampling, batch_size=s.generation_batch_size)
+            wasted = [render(r.state(s.history_length), self.tokenizer) for r in running if r.done] if lockstep else []
+            gens = backend.generate(prompts + wasted, sampling, batch_size=s.generation_batch_size)[:len(prompts)]
             for r, st, prompt, gen in zip(live, states, prompts, gens):
                 parsed = parse_action(gen.text, st.admissible)
                 reward = 0.0

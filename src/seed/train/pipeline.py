@@ -96,8 +96,10 @@ def warmup_stage(components) -> None:
 
 
 def start_stages(components) -> None:
-    sft_stage_once(components)
+    """Format warm-up (if enabled) first, so the labelled episodes come from a policy that can act; then the
+    analyzer warm-up (label + SFT) if enabled."""
     warmup_stage(components)
+    sft_stage_once(components)
     load_latest_weights(components)
 
 

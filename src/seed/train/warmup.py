@@ -12,6 +12,7 @@ import random
 import torch
 
 from seed.agent import render
+from seed.config import ConfigError
 from seed.models.backend import token_budget_batches
 
 THOUGHTS = ("I pick an action.", "Let me try this.", "I move now.")
@@ -50,6 +51,10 @@ def format_warmup(components, progress_factory=None) -> dict:
     cfg, policy = components.cfg, components.policy
     w = cfg.warmup
     pairs = demonstrations(components, w.episodes, seed=cfg.seed)
+    longest = max(len(r) for _, r in pairs)
+    if longest > cfg.rollout.max_response_tokens:  # the model would learn answers it is never allowed to finish
+        raise ConfigError(f"format warm-up responses take up to {longest} tokens, more than "
+                         f"rollout.max_response_tokens={cfg.rollout.max_response_tokens}; raise it")
     params = [p for p in policy.model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=w.lr, weight_decay=0.0)
     rng = random.Random(cfg.seed)

@@ -1,0 +1,62 @@
+"""Collector throughput: env steps per second with finished episodes leaving the generation batch, against a
+lock-step collector that keeps generating for them, on the same grouped batch (mixed episode lengths).
+
+    python benchmarks/collector.py [--model smollm2-135m-instruct] [--tasks 8] [--group 4]
+
+Prints a table and writes benchmarks/results/collector.json.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import subprocess
+import time
+from pathlib import Path
+
+from seed.config import load_config
+from seed.train.components import build_components
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--config", default="default")
+    ap.add_argument("--model", default="smollm2-135m-instruct")
+    ap.add_argument("--tasks", type=int, default=8)
+    ap.add_argument("--group", type=int, default=4)
+    ap.add_argument("--repeats", type=int, default=2)
+    args = ap.parse_args()
+    cfg = load_config(args.config, [f"model.name={args.model}", "warmup.enabled=false"])
+    comps = build_components(cfg, with_reference=False)
+    collector = comps.collector("train")
+    seeds = list(range(args.tasks))
+    rows = {}
+    for mode in ("compacting", "lockstep") * args.repeats:
+        comps.policy.generator.manual_seed(0)
+        t0 = time.perf_counter()
+        eps = collector.collect(comps.policy, seeds, args.group, comps.rollout_sampling(), lockstep=mode == "lockstep")
+        dt = time.perf_counter() - t0
+        steps = sum(len(e.steps) for e in eps)
+        lengths = sorted(len(e.steps) for e in eps)
+        r = rows.setdefault(mode, {"seconds": [], "env_steps": steps, "episode_lengths": lengths})
+        r["seconds"].append(dt)
+    for r in rows.values():
+        r["best_seconds"] = min(r["seconds"])
+        r["steps_per_second"] = r["env_steps"] / r["best_seconds"]
+    ratio = rows["compacting"]["steps_per_second"] / rows["lockstep"]["steps_per_second"]
+    print(f"{'collector':<12}{'env steps':>10}{'best s':>9}{'steps/s':>9}")
+    for mode, r in rows.items():
+        print(f"{mode:<12}{r['env_steps']:>10}{r['best_seconds']:>9.1f}{r['steps_per_second']:>9.2f}")
+    print(f"compacting / lockstep throughput: {ratio:.2f}x (target >= 1.3x)")
+    out = Path(__file__).parent / "results" / "collector.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    out.write_text(json.dumps({"command": "python benchmarks/collector.py " + " ".join(
+        f"--{k} {v}" for k, v in vars(args).items()), "git_commit": commit, "machine": {
+        "platform": platform.platform(), "processor": platform.processor(), "cpus": __import__("os").cpu_count()},
+        "config": cfg.to_dict(), "results": rows, "throughput_ratio": ratio}, indent=2))
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
