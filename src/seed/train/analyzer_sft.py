@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from seed.models.backend import Sampling
+from seed.models.backend import Sampling, token_budget_batches
 from seed.rollout.types import Episode, StepSample, StepState
 from seed.skills.analyzer import analysis_prompt, parse_analysis
 from seed.skills.sources import chat_ids
@@ -90,22 +90,26 @@ def sft_stage(components, labels: Path, progress_factory=None) -> dict:
         rng.shuffle(train)
         for i in range(0, len(train), s.batch_size):
             batch = train[i:i + s.batch_size]
-            logp, mask, _ = policy.forward_logps([p for p, _ in batch], [r for _, r in batch])
-            loss = -(logp * mask).sum() / mask.sum()
+            n_tokens = sum(len(r) for _, r in batch)
             opt.zero_grad(set_to_none=True)
-            loss.backward()
+            loss_value = 0.0
+            # one optimizer step per batch of `sft.batch_size`, accumulated over token-budget micro-batches
+            for micro in token_budget_batches([len(p) + len(r) for p, r in batch], cfg.algo.token_budget):
+                logp, mask, _ = policy.forward_logps([batch[j][0] for j in micro], [batch[j][1] for j in micro])
+                loss = -(logp * mask).sum() / n_tokens
+                loss.backward()
+                loss_value += loss.item()
             torch.nn.utils.clip_grad_norm_(params, 1.0)
             opt.step()
             if bar is not None:
                 bar.update(1)
-                bar.set_postfix(loss=f"{loss.item():.3f}")
+                bar.set_postfix(loss=f"{loss_value:.3f}")
     if bar is not None:
         bar.close()
     with torch.no_grad():
         total, count = 0.0, 0
-        for i in range(0, len(held), s.batch_size):
-            batch = held[i:i + s.batch_size]
-            logp, mask, _ = policy.forward_logps([p for p, _ in batch], [r for _, r in batch])
+        for micro in token_budget_batches([len(p) + len(r) for p, r in held], cfg.algo.token_budget):
+            logp, mask, _ = policy.forward_logps([held[j][0] for j in micro], [held[j][1] for j in micro])
             total += -(logp * mask).sum().item()
             count += int(mask.sum().item())
     gens = policy.generate([p for p, _ in held[:s.eval_generations]],
