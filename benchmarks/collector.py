@@ -16,6 +16,7 @@ from pathlib import Path
 
 from seed.config import load_config
 from seed.train.components import build_components
+from seed.train.pipeline import load_latest_weights
 
 
 def main() -> None:
@@ -25,9 +26,15 @@ def main() -> None:
     ap.add_argument("--tasks", type=int, default=8)
     ap.add_argument("--group", type=int, default=4)
     ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--max-steps", type=int, default=15)
+    ap.add_argument("--run-dir", default="runs/default",
+                    help="use this run's latest checkpoint, a policy that wins some episodes early (mixed lengths)")
     args = ap.parse_args()
-    cfg = load_config(args.config, [f"model.name={args.model}", "warmup.enabled=false"])
+    cfg = load_config(args.config, [f"model.name={args.model}", "warmup.enabled=false",
+                                    f"env.max_steps={args.max_steps}", f"run_dir={args.run_dir}"])
     comps = build_components(cfg, with_reference=False)
+    loaded = load_latest_weights(comps)
+    print(f"weights: {'update ' + str(loaded) + ' of ' + args.run_dir if loaded else 'the base model'}")
     collector = comps.collector("train")
     seeds = list(range(args.tasks))
     rows = {}
@@ -52,7 +59,7 @@ def main() -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     out.write_text(json.dumps({"command": "python benchmarks/collector.py " + " ".join(
-        f"--{k} {v}" for k, v in vars(args).items()), "git_commit": commit, "machine": {
+        f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items()), "git_commit": commit, "machine": {
         "platform": platform.platform(), "processor": platform.processor(), "cpus": __import__("os").cpu_count()},
         "config": cfg.to_dict(), "results": rows, "throughput_ratio": ratio}, indent=2))
     print(f"wrote {out}")
