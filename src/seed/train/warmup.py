@@ -14,6 +14,7 @@ import torch
 from seed.agent import render
 from seed.config import ConfigError
 from seed.models.backend import token_budget_batches
+from seed.rollout.types import StepState
 
 THOUGHTS = ("I pick an action.", "Let me try this.", "I move now.")
 
@@ -22,24 +23,19 @@ def demonstrations(components, episodes: int, seed: int = 12345) -> list[tuple[l
     """(prompt ids, response ids) pairs from random-action episodes on the train split."""
     cfg, tok = components.cfg, components.tokenizer
     rng = random.Random(seed)
-    collector = components.collector("train")
-    env = collector.env_factory()
+    env = components.collector("train").env_factory()
     pairs = []
-    from seed.rollout.collector import _Running  # reuses the collector's state/history bookkeeping
-    from seed.rollout.types import Episode
-
     for i in range(episodes):
         obs = env.reset(10_000_000 + seed + i)
-        run = _Running(env, Episode(f"warmup-{i}", 0, i, obs.task, obs.task_type), obs, cfg.env.name)
-        for _ in range(cfg.env.max_steps):
-            state = run.state(cfg.env.history_length)
+        history: list[tuple[str, str]] = []
+        k = cfg.env.history_length
+        for step in range(cfg.env.max_steps):
+            state = StepState(cfg.env.name, obs.task, obs.text, list(obs.admissible), history[-k:] if k else [], step)
             action = rng.choice(state.admissible)
             text = f"<think>{rng.choice(THOUGHTS)}</think><action>{action}</action>"
             pairs.append((render(state, tok), tok.encode(text, add_special_tokens=False)))
+            history.append((obs.text, action))
             obs, _, done, _ = env.step(action)
-            run.history.append((run.obs.text, action))
-            run.episode.steps.append(None)  # only the count matters for the step index
-            run.obs = obs
             if done:
                 break
     env.close()
