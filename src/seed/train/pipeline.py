@@ -12,7 +12,7 @@ from seed.config import Config, save_config
 from seed.train.checkpoint import latest_checkpoint, load_checkpoint, rng_state, save_checkpoint
 from seed.train.evaluate import evaluate, format_table
 from seed.train.metrics import MetricsLogger
-from seed.train.rl import make_optimizer, train, write_episodes
+from seed.train.rl import make_optimizer, train, write_jsonl
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +61,8 @@ def _start_stage(components, name: str, fn) -> None:
     marker = run_dir / f"stage_{name}.json"
     if marker.exists():
         return
-    if latest_checkpoint(run_dir) is not None and (latest_checkpoint(run_dir).name != "update_00000.pt"):
+    latest = latest_checkpoint(run_dir)
+    if latest is not None and latest.name != "update_00000.pt":
         return  # RL has started: start stages are over
     load_latest_weights(components)
     stats = fn()
@@ -114,9 +115,7 @@ def eval_stage(components, tag: str) -> dict:
     results = evaluate(components, progress=lambda live: bar.update(1))
     bar.close()
     for split, r in results.items():
-        write_episodes(run_dir / "eval" / tag, 0, r.pop("episodes"))
-        Path(run_dir / "eval" / tag / "episodes" / "update_00000.jsonl").rename(
-            run_dir / "eval" / tag / f"{split}.jsonl")
+        write_jsonl(run_dir / "eval" / tag / f"{split}.jsonl", r.pop("episodes"))
     tmp = out.with_suffix(".tmp")
     tmp.write_text(json.dumps(results, indent=2))
     tmp.replace(out)

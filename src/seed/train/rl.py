@@ -180,12 +180,15 @@ def rollout_stats(episodes: list[Episode]) -> dict:
     }
 
 
-def write_episodes(run_dir: Path, update: int, episodes: list[Episode]) -> None:
-    folder = Path(run_dir) / "episodes"
-    folder.mkdir(parents=True, exist_ok=True)
-    with (folder / f"update_{update:05d}.jsonl").open("w") as f:
+def write_jsonl(path: Path, episodes: list[Episode]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as f:
         for e in episodes:
             f.write(json.dumps(e.to_json()) + "\n")
+
+
+def write_episodes(run_dir: Path, update: int, episodes: list[Episode]) -> None:
+    write_jsonl(Path(run_dir) / "episodes" / f"update_{update:05d}.jsonl", episodes)
 
 
 def _read_text(path: Path) -> str:
