@@ -45,3 +45,20 @@ def test_parse_accepts_fences_and_trailing_text(raw):
 def test_parse_rejects_unusable_output(raw, error):
     a = parse_analysis(raw)
     assert a.skill is None and error in a.error
+
+
+def test_step_skills_are_asked_for_only_when_enabled():
+    plain, _ = analysis_prompt(_episode(3, won=False))
+    with_steps, _ = analysis_prompt(_episode(3, won=False), step_skills=2)
+    assert "step_skills" not in plain and "exactly two fields" in plain
+    assert '"step_skills": {"<step number>"' in with_steps and "at most 2 entries" in with_steps
+
+
+def test_step_skills_keep_shown_steps_only_up_to_the_limit():
+    raw = ('{"episode_summary": "s", "episode_skill": "Push the box left before moving up.", "step_skills": '
+           '{"1": "Move left toward the box.", "Step 2": "Push the box down now.", "9": "Out of range step.", '
+           '"x": "Not a step number.", "3": "too short"}}')
+    assert parse_analysis(raw).step_skills == {}  # off unless asked for
+    a = parse_analysis(raw, max_step_skills=4, num_steps=3)
+    assert a.step_skills == {1: "Move left toward the box.", 2: "Push the box down now."}
+    assert parse_analysis(raw, max_step_skills=1, num_steps=3).step_skills == {1: "Move left toward the box."}

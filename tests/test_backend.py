@@ -1,7 +1,7 @@
 """Generation and scoring backend on a tiny model: log-probs agree, compaction is exact, the bf16 copy syncs."""
 import torch
 
-from seed.models import HFBackend, Sampling, load_model, token_budget_batches
+from seed.models import HFBackend, Sampling, load_model, prompt_sharing_batches, token_budget_batches
 
 
 def _backend(tokenizer, precision="fp32"):
@@ -59,3 +59,46 @@ def test_lora_model_trains_only_adapters(tokenizer):
     trainable = {n for n, p in model.named_parameters() if p.requires_grad}
     assert trainable and all("lora" in n for n in trainable)
     assert all(p.grad is not None for n, p in model.named_parameters() if n in trainable)
+
+
+def _full_forward_logps(model, prompts, responses):
+    """The plain reference: one forward over each full sequence on its own."""
+    out = []
+    for p, r in zip(prompts, responses):
+        logits = model(input_ids=torch.tensor([p + r])).logits[0].float()
+        lp = torch.log_softmax(logits[len(p) - 1:len(p) + len(r) - 1], dim=-1)
+        out.append(lp.gather(-1, torch.tensor(r)[:, None]).squeeze(-1))
+    return out
+
+
+def test_shared_prompt_forward_equals_full_forwards_in_value_and_gradient(tokenizer):
+    b = _backend(tokenizer)
+    head = tokenizer.encode("system: you push boxes. user: step")
+    prompts = [head + tokenizer.encode(" one, box left"), head + tokenizer.encode(" two, box up and left again"),
+               head + tokenizer.encode(" one, box left"), head + tokenizer.encode(" three"), head[:3]]
+    responses = [tokenizer.encode(" <action>left</action>"), tokenizer.encode(" up"),
+                 tokenizer.encode(" <think>go</think> down"), [], tokenizer.encode(" right now")]
+    logp, mask, ent = b.forward_logps(prompts, responses, with_entropy=True)
+    (logp * mask).sum().backward()
+    fast_grads = [p.grad.clone() for p in b.model.parameters()]
+    b.model.zero_grad()
+    reference = _full_forward_logps(b.model, prompts, responses)
+    sum(r.sum() for r in reference).backward()
+    for row, (r, ref) in enumerate(zip(responses, reference)):
+        assert mask[row].sum().item() == len(r)
+        assert torch.allclose(logp[row, :len(r)], ref, atol=1e-5)
+    assert (ent[mask.bool()] > 0).all()
+    for fast, p in zip(fast_grads, b.model.parameters()):
+        assert torch.allclose(fast, p.grad, atol=1e-5, rtol=1e-4)
+
+
+def test_prompt_sharing_batches_keep_identical_prompts_together_within_budget():
+    prompts = [[1] * 50, [2] * 40, [1] * 50, [3] * 50, [1] * 50, [2] * 40]
+    responses = [[9] * 5] * 6
+    groups = prompt_sharing_batches(prompts, responses, budget=130)
+    assert sorted(i for g in groups for i in g) == list(range(6))
+    for g in groups:
+        distinct = {tuple(prompts[i]) for i in g}
+        assert len(g) == 1 or len(distinct) * max(len(prompts[i]) for i in g) + len(g) * 5 <= 130
+    where = {i: k for k, g in enumerate(groups) for i in g}
+    assert where[0] == where[2] == where[4] and where[1] == where[5] and len(groups) == 2

@@ -50,3 +50,16 @@ def test_labels_vary_with_the_episode():
         ep = _play("sokoban", seed, env.expert_plan())
         skills.add(parse_analysis(OracleTeacher(lambda: make("sokoban")).label(ep)).skill.split(":")[0])
     assert len(skills) >= 2
+
+
+def test_oracle_step_skills_name_the_critical_steps():
+    env = make("sokoban")
+    env.reset(4)
+    plan = env.expert_plan()
+    wrong = {"up": "down", "down": "up", "left": "right", "right": "left"}[plan[0]]
+    ep = _play("sokoban", 4, ["dance", wrong, wrong], valid=[False, True, True])
+    raw = OracleTeacher(lambda: make("sokoban"), step_skills=3).label(ep)
+    steps = parse_analysis(raw, max_step_skills=3, num_steps=3).step_skills
+    assert steps == {1: "Answer with one admissible action inside <action></action>.",
+                     2: f"Take '{plan[0]}' here, not '{wrong}'."}
+    assert "step_skills" not in OracleTeacher(lambda: make("sokoban")).label(ep)

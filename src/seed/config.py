@@ -22,8 +22,8 @@ def _choice(default: Any, *choices: Any, doc: str = "") -> Any:
     return field(default=default, metadata={"choices": choices, "doc": doc})
 
 
-def _positive(default: Any, doc: str = "", minimum: float = 1) -> Any:
-    return field(default=default, metadata={"min": minimum, "doc": doc})
+def _positive(default: Any, doc: str = "", minimum: float = 1, maximum: float | None = None) -> Any:
+    return field(default=default, metadata={"min": minimum, "max": maximum, "doc": doc})
 
 
 @dataclass
@@ -85,6 +85,7 @@ class DistillConfig:
     teacher_weights: str = _choice("live", "live", "base", "ema")
     ema_decay: float = _positive(0.99, minimum=0)
     analyzer_max_new_tokens: int = _positive(256)
+    step_skills: int = _positive(0, minimum=0, doc="OPID-style: up to K step skills per episode (0 = off)")
 
 
 @dataclass
@@ -114,16 +115,18 @@ class SftConfig:
 
 @dataclass
 class WarmupConfig:
-    """Optional format warm-up: SFT on well-formed responses that pick a *random* admissible action.
+    """Optional format warm-up: SFT on well-formed responses on train-split states.
 
-    It teaches the <think>/<action> format, not the task (the action is random), so RL still has everything to
-    learn. Off in the paper recipes.
+    With expert_share=0 the action is random: it teaches the <think>/<action> format, not the task. A share p > 0
+    of expert moves adds a weak behaviour-cloning prior for RL to sharpen. Off in the paper recipes.
     """
 
     enabled: bool = False
     episodes: int = _positive(32)
     epochs: int = _positive(1)
     lr: float = _positive(1e-4, minimum=0)
+    expert_share: float = _positive(0.0, minimum=0, maximum=1, doc="share of demonstration steps that take the expert's move")
+    thought: str = _choice("fixed", "fixed", "observation", doc="the <think> text: a fixed phrase or the situation restated")
 
 
 @dataclass
@@ -212,6 +215,9 @@ def _validate(obj: Any, path: str = "") -> None:
         minimum = f.metadata.get("min")
         if minimum is not None and value < minimum:
             raise ConfigError(f"config key {key!r} = {value!r} must be >= {minimum}")
+        maximum = f.metadata.get("max")
+        if maximum is not None and value > maximum:
+            raise ConfigError(f"config key {key!r} = {value!r} must be <= {maximum}")
 
 
 def _parse_value(text: str) -> Any:
@@ -233,15 +239,10 @@ def resolve_config_path(name: str | None) -> Path | None:
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> Config:
-    """Defaults <- YAML file <- `key=value` overrides; then validation."""
+    """Defaults <- YAML file (after the file it names as `base`, if any) <- `key=value` overrides; then validation."""
     cfg = Config()
-    p = resolve_config_path(str(path)) if path is not None else None
-    if p is not None:
-        data = yaml.safe_load(Path(p).read_text()) or {}
-        if not isinstance(data, dict):
-            raise ConfigError(f"{p}: the top level must be a mapping")
-        for k, v in data.items():
-            _set(cfg, k, v)
+    if path is not None:
+        _apply_file(cfg, str(path), [])
     for item in overrides or []:
         if "=" not in item:
             raise ConfigError(f"override {item!r} must look like key=value (e.g. train.updates=10)")
@@ -260,6 +261,19 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     if bad_splits:
         raise ConfigError(f"config key 'eval.splits' has unknown {bad_splits}; allowed: train, valid_seen, valid_unseen")
     return cfg
+
+
+def _apply_file(cfg: Config, name: str, chain: list[Path]) -> None:
+    p = resolve_config_path(name).resolve()
+    if p in chain:
+        raise ConfigError(f"config key 'base': {' -> '.join(map(str, chain + [p]))} is a cycle")
+    data = yaml.safe_load(p.read_text()) or {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{p}: the top level must be a mapping")
+    if "base" in data:
+        _apply_file(cfg, str(data.pop("base")), chain + [p])
+    for k, v in data.items():
+        _set(cfg, k, v)
 
 
 def save_config(cfg: Config, path: Path) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import warnings
+import inspect
 from dataclasses import dataclass
 
 import torch
@@ -15,8 +15,16 @@ import torch.nn.functional as F
 
 from seed.models.load import autocast_dtype
 
-# transformers 5.x renames `past_key_values` to `cache` with a FutureWarning; the old name works on 4.x and 5.x
-warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated", category=FutureWarning)
+
+
+def _cache_keyword(model) -> str:
+    """transformers 5.x renamed the KV-cache argument `past_key_values` to `cache`; speak whichever it takes."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
+
+
+def _cache_of(out):
+    return out.cache if "cache" in out else out.past_key_values
 
 
 @dataclass
@@ -100,7 +108,8 @@ class HFBackend:
         with self.autocast():
             res = model(input_ids=input_ids, attention_mask=attn, position_ids=position_ids, use_cache=True,
                         logits_to_keep=1)
-        cache, logits = res.past_key_values, res.logits[:, -1, :].float()
+        cache, logits = _cache_of(res), res.logits[:, -1, :].float()
+        cache_kw = _cache_keyword(model)
         next_pos = position_ids[:, -1] + 1
         for _ in range(sampling.max_new_tokens):
             logp = torch.log_softmax(logits, dim=-1)
@@ -133,8 +142,8 @@ class HFBackend:
             attn = torch.cat([attn, torch.ones((len(alive), 1), dtype=attn.dtype, device=self.device)], dim=1)
             with self.autocast():
                 res = model(input_ids=nxt[:, None], attention_mask=attn, position_ids=next_pos[:, None],
-                            past_key_values=cache, use_cache=True)
-            cache, logits = res.past_key_values, res.logits[:, -1, :].float()
+                            use_cache=True, **{cache_kw: cache})
+            cache, logits = _cache_of(res), res.logits[:, -1, :].float()
             next_pos = next_pos + 1
         if was_training:
             model.train()
@@ -144,30 +153,50 @@ class HFBackend:
     def forward_logps(self, prompts: list[list[int]], responses: list[list[int]], with_entropy: bool = False):
         """Per-token log-probs of `responses` given `prompts`, as a padded [batch, max_response] tensor (+ mask).
 
-        Runs under the current grad mode; sequences are right-padded.
+        Runs under the current grad mode. Every distinct prompt token is processed once per call: the prefix that
+        all prompts share is run for one row, each distinct prompt's remainder for one row, and the K/V of a
+        segment are gathered for every row that continues it (gradients flow back through the gather and add
+        up). The numbers are those of one forward over each full sequence; the work is not: on CPU, where
+        prompts are ~90% of the tokens and a group's episodes often revisit a state, this roughly halves it.
         """
         n = len(prompts)
-        lens = [len(p) + len(r) for p, r in zip(prompts, responses)]
-        width, rmax = max(lens), max(len(r) for r in responses)
-        ids = torch.full((n, width), self.tokenizer.pad_token_id, dtype=torch.long)
-        attn = torch.zeros((n, width), dtype=torch.long)
-        for b, (p, r) in enumerate(zip(prompts, responses)):
-            ids[b, :lens[b]] = torch.tensor(p + r)
-            attn[b, :lens[b]] = 1
-        ids, attn = ids.to(self.device), attn.to(self.device)
         rows = [b for b in range(n) if responses[b]]
-        # lm_head only over response positions: the vocabulary projection of prompt tokens is never needed
+        rmax = max((len(r) for r in responses), default=0)
+        logps = torch.zeros((n, rmax), device=self.device)
+        mask = torch.zeros((n, rmax), device=self.device)
+        ent = torch.zeros((n, rmax), device=self.device) if with_entropy else None
+        if not rows:
+            return logps, mask, ent
+        distinct: dict[tuple[int, ...], int] = {}
+        of_row = [distinct.setdefault(tuple(prompts[b]), len(distinct)) for b in rows]
+        uniq = [list(p) for p in distinct]
+        shared = _common_prefix_length(uniq, limit=min(len(p) for p in uniq) - 1)  # each remainder keeps >= 1 token
+        decoder = self.model.get_decoder()
         with self.autocast():
-            hidden = self.model.get_decoder()(input_ids=ids, attention_mask=attn, use_cache=False).last_hidden_state
-            picked = torch.cat([hidden[b, len(prompts[b]) - 1:lens[b] - 1] for b in rows]) if rows else hidden[:0, 0]
+            cache, attn, lens = None, None, None
+            if shared:
+                _, cache, attn, lens = self._extend(decoder, [uniq[0][:shared]], cache, attn, lens)
+                cache.batch_select_indices(torch.zeros(len(uniq), dtype=torch.long, device=self.device))
+                attn, lens = attn.expand(len(uniq), -1), lens.expand(len(uniq))
+            tails = [p[shared:] for p in uniq]
+            hidden, cache, attn, lens = self._extend(decoder, tails, cache, attn, lens)
+            last_prompt = hidden[torch.arange(len(uniq)), torch.tensor([len(t) - 1 for t in tails])]
+            # response token k is predicted from position k-1: the last prompt token, then the response itself
+            heads = [last_prompt[of_row]]
+            if max(len(responses[b]) for b in rows) > 1:
+                index = torch.tensor(of_row, device=self.device)
+                cache.batch_select_indices(index)
+                hidden, _, _, _ = self._extend(decoder, [responses[b][:-1] for b in rows], cache, attn[index],
+                                               lens[index])
+                heads.append(hidden)
+            picked = torch.cat([heads[0][j:j + 1] if len(responses[b]) == 1 else
+                                torch.cat([heads[0][j:j + 1], heads[1][j, :len(responses[b]) - 1]])
+                                for j, b in enumerate(rows)])
             logits = self.model.get_output_embeddings()(picked)
         lp_all = F.log_softmax(logits.float(), dim=-1)
         targets = torch.tensor([t for b in rows for t in responses[b]], device=self.device, dtype=torch.long)
         tok_lp = lp_all.gather(-1, targets[:, None]).squeeze(-1)
         tok_ent = -(lp_all.exp() * lp_all).sum(-1) if with_entropy else None
-        logps = torch.zeros((n, rmax), device=self.device)
-        ent = torch.zeros((n, rmax), device=self.device) if with_entropy else None
-        mask = torch.zeros((n, rmax), device=self.device)
         offset = 0
         for b in rows:
             k = len(responses[b])
@@ -178,19 +207,65 @@ class HFBackend:
             offset += k
         return logps, mask, ent
 
+    def _extend(self, decoder, segments: list[list[int]], cache, attn, lens):
+        """Run one right-padded segment per row after the rows' cached K/V; returns its hidden states and the
+        extended (cache, attention mask, true lengths). Positions continue each row's own length."""
+        width = max(len(s) for s in segments)
+        ids = torch.full((len(segments), width), self.tokenizer.pad_token_id, dtype=torch.long)
+        new_attn = torch.zeros((len(segments), width), dtype=torch.long)
+        for b, seg in enumerate(segments):
+            ids[b, :len(seg)] = torch.tensor(seg, dtype=torch.long)
+            new_attn[b, :len(seg)] = 1
+        ids, new_attn = ids.to(self.device), new_attn.to(self.device)
+        start = lens if lens is not None else torch.zeros(len(segments), dtype=torch.long, device=self.device)
+        positions = start[:, None] + torch.arange(width, device=self.device)[None, :]
+        attn = new_attn if attn is None else torch.cat([attn, new_attn], dim=1)
+        out = decoder(input_ids=ids, attention_mask=attn, position_ids=positions, use_cache=True,
+                      **({_cache_keyword(decoder): cache} if cache is not None else {}))
+        return out.last_hidden_state, _cache_of(out), attn, start + new_attn.sum(1)
+
     @torch.no_grad()
     def logprobs(self, prompts: list[list[int]], responses: list[list[int]], token_budget: int = 8192) -> list[list[float]]:
         """No-grad per-token log-probs, batched by token budget (used for reference and teacher scoring)."""
         was_training = self.model.training
         self.model.eval()
         out: list[list[float]] = [None] * len(prompts)  # type: ignore[list-item]
-        for chunk in token_budget_batches([len(p) + len(r) for p, r in zip(prompts, responses)], token_budget):
+        for chunk in prompt_sharing_batches(prompts, responses, token_budget):
             lp, _, _ = self.forward_logps([prompts[i] for i in chunk], [responses[i] for i in chunk])
             for j, i in enumerate(chunk):
                 out[i] = lp[j, :len(responses[i])].tolist()
         if was_training:
             self.model.train()
         return out
+
+
+def _common_prefix_length(seqs: list[list[int]], limit: int) -> int:
+    first, n = seqs[0], 0
+    while n < limit and all(s[n] == first[n] for s in seqs[1:]):
+        n += 1
+    return n
+
+
+def prompt_sharing_batches(prompts: list[list[int]], responses: list[list[int]], budget: int) -> list[list[int]]:
+    """Micro-batches for `forward_logps`: identical prompts land in the same batch (so they are run once), and a
+    batch's padded work, distinct prompts x longest prompt + rows x longest response, stays within budget."""
+    order = sorted(range(len(prompts)), key=lambda i: (len(prompts[i]), prompts[i]))
+    groups: list[list[int]] = []
+    cur: list[int] = []
+    distinct: set[tuple[int, ...]] = set()
+    for i in order:
+        key = tuple(prompts[i])
+        n_distinct = len(distinct | {key})
+        width = max([len(prompts[i])] + [len(prompts[j]) for j in cur])
+        rwidth = max([len(responses[i])] + [len(responses[j]) for j in cur])
+        if cur and n_distinct * width + (len(cur) + 1) * rwidth > budget:
+            groups.append(cur)
+            cur, distinct = [], set()
+        cur.append(i)
+        distinct.add(key)
+    if cur:
+        groups.append(cur)
+    return groups
 
 
 def token_budget_batches(lengths: list[int], budget: int) -> list[list[int]]:

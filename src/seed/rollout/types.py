@@ -48,6 +48,7 @@ class Episode:
     won: bool = False
     score: float = 0.0  # outcome reward: success_reward * won - penalties
     skill: str | None = None
+    step_skills: dict[int, str] = field(default_factory=dict)  # OPID-style, 1-based step number -> sentence
     analysis: dict | None = None
     error: str | None = None
 

@@ -1,13 +1,14 @@
 """The hindsight analyzer: episode -> analysis prompt -> JSON {"episode_summary", "episode_skill"}.
 
 The same prompt serves the warm-up labels (an external teacher or the oracle), the analyzer SFT, and the policy
-analysing its own episodes during RL.
+analysing its own episodes during RL. With `step_skills=K > 0` (OPID style, off by default) the JSON also carries
+up to K one-sentence skills keyed by step number, for the critical steps only.
 """
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from seed.rollout.types import Episode
 
@@ -17,7 +18,8 @@ _SUCCESS_SKILL = ("a workflow: the core decision rule and action ordering that m
 _FAILURE_SKILL = ("avoidance rules: the core mistake and the warning signs that should trigger a different action")
 
 
-def analysis_prompt(episode: Episode, max_steps_shown: int = 12, max_chars_per_field: int = 600) -> tuple[str, bool]:
+def analysis_prompt(episode: Episode, max_steps_shown: int = 12, max_chars_per_field: int = 600,
+                    step_skills: int = 0) -> tuple[str, bool]:
     """The analysis request for one finished episode, and whether the trajectory had to be truncated.
 
     Long trajectories keep the task, the outcome and the *last* steps (where the outcome was decided).
@@ -40,14 +42,19 @@ def analysis_prompt(episode: Episode, max_steps_shown: int = 12, max_chars_per_f
             f"Response: {_clip(step.response_text, max_chars_per_field)}",
             f"Action valid: {'true' if step.valid else 'false'}",
         ]
+    fields = ('{"episode_summary": "<one or two sentences on what happened>", '
+              f'"episode_skill": "<{_SUCCESS_SKILL if success else _FAILURE_SKILL}>"')
+    if step_skills:
+        fields += ', "step_skills": {"<step number>": "<one imperative sentence for that step>"}'
     lines += [
         "",
-        "Reply with valid JSON only, with exactly two fields:",
-        '{"episode_summary": "<one or two sentences on what happened>", '
-        f'"episode_skill": "<{_SUCCESS_SKILL if success else _FAILURE_SKILL}>"}}',
+        f"Reply with valid JSON only, with exactly {'three' if step_skills else 'two'} fields:",
+        fields + "}",
         "The skill must be one short instruction addressed to the agent for its next attempt at this task, "
         "not a retrospective explanation.",
     ]
+    if step_skills:
+        lines.append(f"step_skills holds at most {step_skills} entries, only for the steps that decided the outcome.")
     return "\n".join(lines), truncated
 
 
@@ -62,6 +69,7 @@ class Analysis:
     skill: str | None  # None when the output is unusable: then the episode gets no distillation signal
     parsed: bool
     error: str = ""
+    step_skills: dict[int, str] = field(default_factory=dict)  # step number (1-based, as shown) -> sentence
 
 
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL)
@@ -82,7 +90,10 @@ def _first_json_object(text: str) -> dict | None:
     return None
 
 
-def parse_analysis(text: str, min_skill_words: int = MIN_SKILL_WORDS) -> Analysis:
+def parse_analysis(text: str, min_skill_words: int = MIN_SKILL_WORDS, max_step_skills: int = 0,
+                   num_steps: int | None = None) -> Analysis:
+    """Extract and validate the analyzer's JSON. Step skills are read only when `max_step_skills > 0`; entries
+    whose key is not a shown step number, or whose sentence is shorter than 3 words, are dropped."""
     obj = _first_json_object(text)
     if obj is None:
         return Analysis("", None, False, "no JSON object found")
@@ -93,4 +104,29 @@ def parse_analysis(text: str, min_skill_words: int = MIN_SKILL_WORDS) -> Analysi
     skill = " ".join(skill.split())
     if len(skill.split()) < min_skill_words:
         return Analysis(summary, None, True, f"episode_skill shorter than {min_skill_words} words")
-    return Analysis(summary, skill, True)
+    steps = _step_skills(obj.get("step_skills"), max_step_skills, num_steps) if max_step_skills else {}
+    return Analysis(summary, skill, True, step_skills=steps)
+
+
+def _step_skills(raw, limit: int, num_steps: int | None) -> dict[int, str]:
+    if not isinstance(raw, dict):
+        return {}
+    out: dict[int, str] = {}
+    for key, value in raw.items():
+        try:
+            step = int(str(key).strip().removeprefix("Step").strip())
+        except ValueError:
+            continue
+        if step < 1 or (num_steps is not None and step > num_steps) or not isinstance(value, str):
+            continue
+        value = " ".join(value.split())
+        if len(value.split()) >= 3:
+            out[step] = value
+        if len(out) == limit:
+            break
+    return out
+
+
+def step_skill_text(skill: str, step_skill: str | None) -> str:
+    """The skill block's text for one step: the episode skill, plus that step's own skill when it has one."""
+    return f"{skill}\nAt this step: {step_skill}" if step_skill else skill

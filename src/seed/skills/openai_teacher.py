@@ -24,7 +24,7 @@ class OpenAITeacher:
 
     def __init__(self, base_url: str, model: str, api_key: str = "", cache_dir: str | Path | None = None,
                  max_concurrency: int = 4, retries: int = 4, backoff: float = 1.0, timeout: float = 120.0,
-                 max_tokens: int = 1024):
+                 max_tokens: int = 1024, step_skills: int = 0):
         if not base_url or not model:
             raise ValueError("the openai teacher needs label.openai.base_url and label.openai.model")
         self.url = base_url.rstrip("/") + "/chat/completions"
@@ -33,7 +33,7 @@ class OpenAITeacher:
         if self.cache:
             self.cache.mkdir(parents=True, exist_ok=True)
         self.retries, self.backoff, self.timeout, self.max_tokens = retries, backoff, timeout, max_tokens
-        self.max_concurrency = max_concurrency
+        self.max_concurrency, self.step_skills = max_concurrency, step_skills
         self._gate = threading.Semaphore(max_concurrency)
         self.requests_sent = 0
 
@@ -72,7 +72,7 @@ class OpenAITeacher:
         return content
 
     def label(self, episode: Episode) -> str:
-        return self.complete(analysis_prompt(episode)[0])
+        return self.complete(analysis_prompt(episode, step_skills=self.step_skills)[0])
 
     def label_many(self, episodes: list[Episode]) -> list[str]:
         with ThreadPoolExecutor(max_workers=self.max_concurrency) as pool:

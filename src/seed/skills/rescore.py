@@ -7,13 +7,21 @@ from __future__ import annotations
 
 from seed.agent import render
 from seed.rollout.types import StepSample
+from seed.skills.analyzer import step_skill_text
 
 
 def rescore(teacher_backend, tokenizer, samples: list[StepSample], skills: dict[str, str],
-            token_budget: int) -> list[list[float] | None]:
-    """Per sample: teacher log-probs of its response tokens, or None when its episode has no skill."""
+            token_budget: int, step_skills: dict[str, dict[int, str]] | None = None) -> list[list[float] | None]:
+    """Per sample: teacher log-probs of its response tokens, or None when its episode has no skill.
+
+    With OPID-style step skills, a step's skill block also carries that step's own sentence."""
+    step_skills = step_skills or {}
     idx = [i for i, s in enumerate(samples) if skills.get(s.episode_id)]
-    prompts = [render(samples[i].state, tokenizer, skill=skills[samples[i].episode_id]) for i in idx]
+
+    def skill_of(s: StepSample) -> str:
+        return step_skill_text(skills[s.episode_id], step_skills.get(s.episode_id, {}).get(s.step_index + 1))
+
+    prompts = [render(samples[i].state, tokenizer, skill=skill_of(samples[i])) for i in idx]
     responses = [samples[i].response_ids for i in idx]
     scored = teacher_backend.logprobs(prompts, responses, token_budget) if idx else []
     out: list[list[float] | None] = [None] * len(samples)

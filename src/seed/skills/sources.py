@@ -24,26 +24,27 @@ def chat_ids(tokenizer, text: str) -> list[int]:
 
 
 class PolicyAnalyzer:
-    def __init__(self, backend, tokenizer, max_new_tokens: int, batch_size: int):
-        self.backend, self.tokenizer = backend, tokenizer
+    def __init__(self, backend, tokenizer, max_new_tokens: int, batch_size: int, step_skills: int = 0):
+        self.backend, self.tokenizer, self.step_skills = backend, tokenizer, step_skills
         self.sampling = Sampling(greedy=True, max_new_tokens=max_new_tokens, stop=())
         self.batch_size = batch_size
 
     def analyse(self, episodes: list[Episode]) -> list[tuple[str, Analysis]]:
-        prompts = [chat_ids(self.tokenizer, analysis_prompt(e)[0]) for e in episodes]
+        prompts = [chat_ids(self.tokenizer, analysis_prompt(e, step_skills=self.step_skills)[0]) for e in episodes]
         gens = self.backend.generate(prompts, self.sampling, batch_size=self.batch_size)
-        return [(g.text, parse_analysis(g.text)) for g in gens]
+        return [(g.text, parse_analysis(g.text, max_step_skills=self.step_skills, num_steps=len(e.steps)))
+                for g, e in zip(gens, episodes)]
 
 
 class TeacherAnalyzer:
-    def __init__(self, teacher):
-        self.teacher = teacher
+    def __init__(self, teacher, step_skills: int = 0):
+        self.teacher, self.step_skills = teacher, step_skills
 
     def analyse(self, episodes: list[Episode]) -> list[tuple[str, Analysis]]:
         out = []
         for e in episodes:
             raw = self.teacher.label(e)
-            out.append((raw, parse_analysis(raw)))
+            out.append((raw, parse_analysis(raw, max_step_skills=self.step_skills, num_steps=len(e.steps))))
         return out
 
 

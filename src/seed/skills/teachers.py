@@ -86,14 +86,32 @@ def oracle_skill(episode: Episode, mistakes: Mistakes) -> tuple[str, str]:
     return summary, skill
 
 
+def oracle_step_skills(episode: Episode, mistakes: Mistakes, limit: int) -> dict[int, str]:
+    """OPID-style step skills at the critical steps: the first deviation and the first invalid response
+    (failures), or the opening move (successes). Keys are 1-based step numbers."""
+    out: dict[int, str] = {}
+    if episode.won and mistakes.expert_plan:
+        out[1] = f"Start with '{mistakes.expert_plan[0]}', the first move of the shortest route."
+    if mistakes.first_deviation:
+        step, took, wanted = mistakes.first_deviation
+        out[step] = f"Take '{wanted}' here, not '{took}'."
+    if mistakes.invalid_steps:
+        out.setdefault(mistakes.invalid_steps[0], "Answer with one admissible action inside <action></action>.")
+    return dict(sorted(out.items())[:limit])
+
+
 class OracleTeacher:
     """Labels episodes of a built-in env from its expert; no network."""
 
     name = "oracle"
 
-    def __init__(self, env_factory: Callable[[], Env]):
-        self.env = env_factory()
+    def __init__(self, env_factory: Callable[[], Env], step_skills: int = 0):
+        self.env, self.step_skills = env_factory(), step_skills
 
     def label(self, episode: Episode) -> str:
-        summary, skill = oracle_skill(episode, find_mistakes(self.env, episode))
-        return json.dumps({"episode_summary": summary, "episode_skill": skill})
+        mistakes = find_mistakes(self.env, episode)
+        summary, skill = oracle_skill(episode, mistakes)
+        out = {"episode_summary": summary, "episode_skill": skill}
+        if self.step_skills:
+            out["step_skills"] = {str(k): v for k, v in oracle_step_skills(episode, mistakes, self.step_skills).items()}
+        return json.dumps(out)

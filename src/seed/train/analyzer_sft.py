@@ -26,14 +26,14 @@ def make_teacher(components):
     if cfg.teacher == "oracle":
         from seed.skills.teachers import OracleTeacher
 
-        return OracleTeacher(components.collector("train").env_factory)
+        return OracleTeacher(components.collector("train").env_factory, components.cfg.distill.step_skills)
     from seed.skills.openai_teacher import OpenAITeacher
 
     o = cfg.openai
     return OpenAITeacher(o.get("base_url", ""), o.get("model", ""), api_key=o.get("api_key", ""),
                          cache_dir=Path(components.cfg.run_dir) / "teacher_cache",
                          max_concurrency=int(o.get("max_concurrency", 4)), retries=int(o.get("retries", 4)),
-                         timeout=float(o.get("timeout", 120)))
+                         timeout=float(o.get("timeout", 120)), step_skills=components.cfg.distill.step_skills)
 
 
 def label_stage(components, progress=None) -> Path:
@@ -55,9 +55,9 @@ def label_stage(components, progress=None) -> Path:
         labels = teacher.label_many(episodes) if hasattr(teacher, "label_many") else [teacher.label(e) for e in episodes]
         with out.open("a") as f:
             for e, raw in zip(episodes, labels):
-                analysis = parse_analysis(raw)
+                analysis = parse_analysis(raw)  # the SFT target is the raw JSON, step skills included
                 f.write(json.dumps({"task_seed": e.task_seed, "episode_id": e.episode_id, "task_type": e.task_type,
-                                    "outcome": "success" if e.won else "failure", "prompt": analysis_prompt(e)[0],
+                                    "outcome": "success" if e.won else "failure", "prompt": analysis_prompt(e, step_skills=cfg.distill.step_skills)[0],
                                     "response": raw, "parsed": analysis.skill is not None}) + "\n")
         if progress:
             progress(len(seeds))

@@ -26,9 +26,10 @@ class DistillStage:
         self.path = Path(cfg.run_dir) / "skills.jsonl"
         if d.skill_source == "policy":
             self.analyzer = PolicyAnalyzer(components.policy, components.tokenizer, d.analyzer_max_new_tokens,
-                                           cfg.rollout.generation_batch_size)
+                                           cfg.rollout.generation_batch_size, d.step_skills)
         elif d.skill_source == "teacher":
-            self.analyzer = TeacherAnalyzer(OracleTeacher(components.collector("train").env_factory))
+            self.analyzer = TeacherAnalyzer(OracleTeacher(components.collector("train").env_factory, d.step_skills),
+                                            d.step_skills)
         else:
             self.analyzer = LibraryAnalyzer(d.library_path)
         self.teacher_backend = self._teacher_backend()
@@ -50,23 +51,27 @@ class DistillStage:
         results = self.analyzer.analyse(finished) if finished else []
         for e, (raw, analysis) in zip(finished, results):
             e.skill = analysis.skill
+            e.step_skills = analysis.step_skills if analysis.skill else {}
             e.analysis = {"raw": raw, "summary": analysis.summary, "parsed": analysis.parsed, "error": analysis.error}
         t_analysis = time.perf_counter() - t0
         with self.path.open("a") as f:
             for e in finished:
                 f.write(json.dumps({"update": update, "episode_id": e.episode_id, "outcome": "success" if e.won
                                     else "failure", "task_type": e.task_type, "skill": e.skill,
+                                    "step_skills": e.step_skills,
                                     "analysis": e.analysis}) + "\n")
         t1 = time.perf_counter()
         skills = {e.episode_id: e.skill for e in finished if e.skill}
+        step_skills = {e.episode_id: e.step_skills for e in finished if e.skill and e.step_skills}
         batch.teacher_logps = rescore(self.teacher_backend, self.c.tokenizer, batch.samples, skills,
-                                      self.c.cfg.algo.token_budget)
+                                      self.c.cfg.algo.token_budget, step_skills)
         t_rescore = time.perf_counter() - t1
         with_skill = [e for e in finished if e.skill]
         return {
             "distill/parse_rate": sum(bool(e.analysis and e.analysis["parsed"]) for e in finished) / max(1, len(finished)),
             "distill/skill_rate": len(with_skill) / max(1, len(finished)),
             "distill/skill_words": sum(len(e.skill.split()) for e in with_skill) / max(1, len(with_skill)),
+            "distill/step_skills": sum(len(e.step_skills) for e in with_skill) / max(1, len(with_skill)),
             "time/analysis": t_analysis,
             "time/rescore": t_rescore,
         }

@@ -21,7 +21,7 @@ import torch
 
 from seed.algos import OPD_KINDS, gigpo_advantages, grpo_advantages, kl_k3, masked_mean, opd_loss, opid_shaping, \
     ppo_clip_loss
-from seed.models.backend import token_budget_batches
+from seed.models.backend import prompt_sharing_batches
 from seed.rollout.types import Episode, StepSample
 from seed.train.checkpoint import latest_checkpoint, load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from seed.train.metrics import MetricsLogger
@@ -95,7 +95,8 @@ def policy_update(components, optimizer, batch: Batch) -> dict:
         total_active = sum(len(responses[i]) for i in chunk if teacher is not None and teacher[i] is not None)
         optimizer.zero_grad(set_to_none=True)
         finite = True
-        for micro in token_budget_batches([len(prompts[i]) + len(responses[i]) for i in chunk], a.token_budget):
+        for micro in prompt_sharing_batches([prompts[i] for i in chunk], [responses[i] for i in chunk],
+                                            a.token_budget):
             idx = [chunk[j] for j in micro]
             logp, mask, ent = policy.forward_logps([prompts[i] for i in idx], [responses[i] for i in idx],
                                                    with_entropy=a.entropy_coef > 0)

@@ -1,13 +1,18 @@
 """Optional format warm-up: a short SFT that teaches the <think>…</think><action>…</action> answer format.
 
-The demonstrations walk the *training* split with uniformly random admissible actions, so the model learns to
-copy one admissible action into the tags, and nothing about which action solves the task: RL still has all of
-the task to learn. Used for models too small to follow the format from the instruction alone (SmolLM2-135M);
-off in the paper recipes.
+The demonstrations walk the *training* split. With `expert_share=0` every action is a uniformly random admissible
+one, so the model learns to copy an action into the tags and nothing about which action solves the task. With
+`expert_share=p`, a share p of the steps take the env's expert move instead: a weak behaviour-cloning prior
+(the usual SFT-then-RL start) that RL then has to sharpen. The thought is either a fixed phrase or
+(`thought="observation"`) a restatement of the situation: the first sentence of the observation's last line. The
+latter demonstrates "reason about the current situation" without saying which action is good (the action stays
+random): RL then only has to tie the action to what the model itself just wrote. Used for models too small to
+follow the format from the instruction alone (SmolLM2-135M); off in the paper recipes.
 """
 from __future__ import annotations
 
 import random
+import re
 
 import torch
 
@@ -19,8 +24,18 @@ from seed.rollout.types import StepState
 THOUGHTS = ("I pick an action.", "Let me try this.", "I move now.")
 
 
-def demonstrations(components, episodes: int, seed: int = 12345) -> list[tuple[list[int], list[int]]]:
-    """(prompt ids, response ids) pairs from random-action episodes on the train split."""
+def situation(observation: str) -> str:
+    """The first sentence of the observation's last line, e.g. 'The box is 1 step up from you.'"""
+    lines = [line.strip() for line in observation.strip().splitlines() if line.strip()]
+    last = lines[-1] if lines else ""
+    first = re.split(r"(?<=[.;!?])\s", last, maxsplit=1)[0].rstrip(";.") if last else "I look around"
+    return first + "."
+
+
+def demonstrations(components, episodes: int, seed: int = 12345, expert_share: float = 0.0,
+                   thought: str = "fixed") -> list[tuple[list[int], list[int]]]:
+    """(prompt ids, response ids) pairs from episodes on the train split (random or, at `expert_share`, expert
+    actions)."""
     cfg, tok = components.cfg, components.tokenizer
     rng = random.Random(seed)
     env = components.collector("train").env_factory()
@@ -31,8 +46,10 @@ def demonstrations(components, episodes: int, seed: int = 12345) -> list[tuple[l
         k = cfg.env.history_length
         for step in range(cfg.env.max_steps):
             state = StepState(cfg.env.name, obs.task, obs.text, list(obs.admissible), history[-k:] if k else [], step)
-            action = rng.choice(state.admissible)
-            text = f"<think>{rng.choice(THOUGHTS)}</think><action>{action}</action>"
+            expert = env.expert_plan() if rng.random() < expert_share else []
+            action = expert[0] if expert else rng.choice(state.admissible)
+            think = situation(obs.text) if thought == "observation" else rng.choice(THOUGHTS)
+            text = f"<think>{think}</think><action>{action}</action>"
             pairs.append((render(state, tok), tok.encode(text, add_special_tokens=False)))
             history.append((obs.text, action))
             obs, _, done, _ = env.step(action)
@@ -46,7 +63,7 @@ def format_warmup(components, progress_factory=None) -> dict:
     """SFT (response-only NLL) on the demonstrations; returns the mean loss of the first and last epoch."""
     cfg, policy = components.cfg, components.policy
     w = cfg.warmup
-    pairs = demonstrations(components, w.episodes, seed=cfg.seed)
+    pairs = demonstrations(components, w.episodes, seed=cfg.seed, expert_share=w.expert_share, thought=w.thought)
     longest = max(len(r) for _, r in pairs)
     if longest > cfg.rollout.max_response_tokens:  # the model would learn answers it is never allowed to finish
         raise ConfigError(f"format warm-up responses take up to {longest} tokens, more than "
