@@ -125,8 +125,10 @@ class WarmupConfig:
     episodes: int = _positive(32)
     epochs: int = _positive(1)
     lr: float = _positive(1e-4, minimum=0)
-    expert_share: float = _positive(0.0, minimum=0, maximum=1, doc="share of demonstration steps that take the expert's move")
-    thought: str = _choice("fixed", "fixed", "observation", doc="the <think> text: a fixed phrase or the situation restated")
+    expert_share: float = _positive(0.0, minimum=0, maximum=1,
+                                    doc="share of demonstration steps that take the expert's move")
+    thought: str = _choice("fixed", "fixed", "observation",
+                           doc="the <think> text: a fixed phrase or the situation restated")
 
 
 @dataclass

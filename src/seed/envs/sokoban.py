@@ -114,7 +114,8 @@ def _offset(cell: tuple, origin: tuple, name: str = "you") -> str:
     """'2 steps up and 1 step left from you': where `cell` is, seen from `origin`."""
     dr, dc = cell[0] - origin[0], cell[1] - origin[1]
     steps = lambda n, word: f"{abs(n)} step{'s' if abs(n) > 1 else ''} {word}"  # noqa: E731
-    parts = ([steps(dr, "down" if dr > 0 else "up")] if dr else []) + ([steps(dc, "right" if dc > 0 else "left")] if dc else [])
+    parts = (([steps(dr, "down" if dr > 0 else "up")] if dr else [])
+             + ([steps(dc, "right" if dc > 0 else "left")] if dc else []))
     return f"{' and '.join(parts)} from {name}" if parts else f"at the same place as {name}"
 
 

@@ -57,7 +57,8 @@ def label_stage(components, progress=None) -> Path:
             for e, raw in zip(episodes, labels):
                 analysis = parse_analysis(raw)  # the SFT target is the raw JSON, step skills included
                 f.write(json.dumps({"task_seed": e.task_seed, "episode_id": e.episode_id, "task_type": e.task_type,
-                                    "outcome": "success" if e.won else "failure", "prompt": analysis_prompt(e, step_skills=cfg.distill.step_skills)[0],
+                                    "outcome": "success" if e.won else "failure",
+                                    "prompt": analysis_prompt(e, step_skills=cfg.distill.step_skills)[0],
                                     "response": raw, "parsed": analysis.skill is not None}) + "\n")
         if progress:
             progress(len(seeds))
