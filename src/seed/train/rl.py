@@ -24,7 +24,7 @@ from seed.algos import OPD_KINDS, gigpo_advantages, grpo_advantages, kl_k3, mask
 from seed.models.backend import prompt_sharing_batches
 from seed.rollout.types import Episode, StepSample
 from seed.train.checkpoint import latest_checkpoint, load_checkpoint, rng_state, save_checkpoint, set_rng_state
-from seed.train.metrics import MetricsLogger
+from seed.train.metrics import MetricsLogger, rss_mb
 
 log = logging.getLogger(__name__)
 
@@ -250,7 +250,7 @@ def train(components, progress_factory=None) -> int:
         t_update = time.perf_counter() - t1
         stats.update(rollout_stats(episodes))
         stats.update({"time/rollout": t_rollout, "time/update": t_update, "time/total": time.perf_counter() - t0,
-                      "train/samples": len(batch.samples),
+                      "train/samples": len(batch.samples), "memory/rss_mb": rss_mb(),
                       "train/tokens": sum(len(s.response_ids) for s in batch.samples)})
         metrics.log(update + 1, stats)
         done = update + 1
