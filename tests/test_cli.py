@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 from seed.cli import main
+from seed.config import load_config
 from seed.envs import make
 
 
@@ -40,3 +41,15 @@ def test_eval_command_writes_table(tmp_path, capsys):
     assert result["valid_seen"]["overall"]["n"] == 2
     assert (tmp_path / "eval" / "update_00000" / "valid_seen.jsonl").exists()
     assert "valid_seen" in capsys.readouterr().out
+
+
+def test_play_with_a_config_uses_its_rooms_and_history():
+    cfg = load_config("default")
+    env = make("sokoban", split="train", **cfg.env.kwargs)
+    env.reset(0)
+    plan = env.expert_plan()
+    proc = subprocess.run([sys.executable, "-m", "seed.cli", "play", "sokoban", "--seed", "0", "--config", "default"],
+                          input="jump\n" + "\n".join(plan) + "\n", capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "*** task solved ***" in proc.stdout
+    assert "Prior to this step" not in proc.stdout  # the default config shows no history

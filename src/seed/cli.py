@@ -124,11 +124,19 @@ def cmd_play(args) -> None:
     from seed.envs import make
     from seed.rollout.types import StepState
 
-    env = make(args.env, split=args.split)
+    kwargs, k, max_steps = {}, args.history, args.max_steps
+    if args.config:  # play the env exactly as that config sets it up (room generator, history, step limit)
+        from seed.config import ConfigError, load_config
+
+        cfg = load_config(args.config)
+        if cfg.env.name != args.env:
+            raise ConfigError(f"config {args.config!r} sets env.name={cfg.env.name!r}, not {args.env!r}")
+        kwargs, k, max_steps = cfg.env.kwargs, cfg.env.history_length, cfg.env.max_steps
+    env = make(args.env, split=args.split, **kwargs)
     obs = env.reset(args.seed)
     history: list[tuple[str, str]] = []
-    for step in range(args.max_steps):
-        state = StepState(args.env, obs.task, obs.text, list(obs.admissible), history[-args.history:], step)
+    for step in range(max_steps):
+        state = StepState(args.env, obs.task, obs.text, list(obs.admissible), history[-k:] if k else [], step)
         print("=" * 80 + "\n" + render_text(state) + "\n" + "=" * 80)
         try:
             line = input("your response (an action, or a full <think>..</think><action>..</action>; 'quit'): ")
@@ -172,6 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-steps", type=int, default=30)
     p.add_argument("--history", type=int, default=5)
+    p.add_argument("--config", default=None, help="take env kwargs, history and max steps from this config")
     p.set_defaults(fn=cmd_play)
     args = parser.parse_args(argv)
     logging.basicConfig(level=os.environ.get("SEED_LOG", "WARNING"), format="%(levelname)s %(name)s: %(message)s")
