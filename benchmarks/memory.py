@@ -3,7 +3,8 @@
     python benchmarks/memory.py [--config default] [--updates 20] [--start-from runs/default]
 
 `--start-from` copies that run's start point (checkpoint 0: the model after warm-up and analyzer SFT, and the KL
-reference) into a fresh run directory, so the measurement spends its time on RL updates. The slope is a least-
+reference) into a fresh run directory, so the measurement spends its time on RL updates; a run that no longer
+holds checkpoint 0 (keep_checkpoints) is ignored and the start stages run first. The slope is a least-
 squares fit of RSS (MB) on the update index over updates 2..N (update 1 allocates the optimizer state and the
 caches). Prints the series, writes benchmarks/results/memory.json.
 """
@@ -43,6 +44,7 @@ def main() -> None:
         for name in ("reference.pt", "stage_warmup.json", "stage_sft.json", "labels.jsonl"):
             if (src / name).exists():
                 shutil.copy(src / name, run_dir)
+    print(f"start: {'checkpoint 0 of ' + str(src) if (run_dir / 'checkpoints').exists() else 'the start stages'}")
     cfg = load_config(args.config, [f"run_dir={run_dir}", f"train.updates={args.updates}",
                                     f"train.checkpoint_every={args.updates}"])
     train_stage(build_components(cfg))
