@@ -136,7 +136,7 @@ def cmd_play(args) -> None:
     obs = env.reset(args.seed)
     history: list[tuple[str, str]] = []
     for step in range(max_steps):
-        state = StepState(args.env, obs.task, obs.text, list(obs.admissible), history[-k:] if k else [], step)
+        state = StepState.after(args.env, obs, history, k, step)
         print("=" * 80 + "\n" + render_text(state) + "\n" + "=" * 80)
         try:
             line = input("your response (an action, or a full <think>..</think><action>..</action>; 'quit'): ")

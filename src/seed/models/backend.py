@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import inspect
 from dataclasses import dataclass
 
@@ -16,11 +17,15 @@ import torch.nn.functional as F
 from seed.models.load import autocast_dtype
 
 
-
 def _cache_keyword(model) -> str:
     """transformers 5.x renamed the KV-cache argument `past_key_values` to `cache`; speak whichever it takes."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
+    return _cache_keyword_of(type(base))
+
+
+@functools.cache
+def _cache_keyword_of(model_class: type) -> str:  # one signature inspection per class, not per forward
+    return "cache" if "cache" in inspect.signature(model_class.forward).parameters else "past_key_values"
 
 
 def _cache_of(out):
@@ -254,16 +259,18 @@ def prompt_sharing_batches(prompts: list[list[int]], responses: list[list[int]],
     groups: list[list[int]] = []
     cur: list[int] = []
     distinct: set[tuple[int, ...]] = set()
+    width = rwidth = 0  # longest prompt and response in `cur`
     for i in order:
         key = tuple(prompts[i])
-        n_distinct = len(distinct | {key})
-        width = max([len(prompts[i])] + [len(prompts[j]) for j in cur])
-        rwidth = max([len(responses[i])] + [len(responses[j]) for j in cur])
-        if cur and n_distinct * width + (len(cur) + 1) * rwidth > budget:
+        n_distinct = len(distinct) + (key not in distinct)
+        w, rw = max(width, len(prompts[i])), max(rwidth, len(responses[i]))
+        if cur and n_distinct * w + (len(cur) + 1) * rw > budget:
             groups.append(cur)
             cur, distinct = [], set()
+            w, rw = len(prompts[i]), len(responses[i])
         cur.append(i)
         distinct.add(key)
+        width, rwidth = w, rw
     if cur:
         groups.append(cur)
     return groups

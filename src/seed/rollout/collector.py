@@ -37,9 +37,7 @@ class _Running:
         self.done = False
 
     def state(self, k: int) -> StepState:
-        return StepState(env_name=self.env_name, task=self.obs.task, observation=self.obs.text,
-                         admissible=list(self.obs.admissible), history=self.history[-k:] if k else [],
-                         step_index=len(self.episode.steps))
+        return StepState.after(self.env_name, self.obs, self.history, k, len(self.episode.steps))
 
 
 class Collector:

@@ -17,6 +17,13 @@ class StepState:
     step_index: int = 0  # steps taken before this one
     images: list[Any] = field(default_factory=list)
 
+    @classmethod
+    def after(cls, env_name: str, obs, history: list[tuple[str, str]], history_length: int,
+              step_index: int) -> "StepState":
+        """The state an agent sees at `obs`, with the last `history_length` (observation, action) pairs."""
+        return cls(env_name, obs.task, obs.text, list(obs.admissible),
+                   history[-history_length:] if history_length else [], step_index)
+
 
 @dataclass
 class StepSample:

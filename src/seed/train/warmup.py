@@ -45,7 +45,7 @@ def demonstrations(components, episodes: int, seed: int = 12345, expert_share: f
         history: list[tuple[str, str]] = []
         k = cfg.env.history_length
         for step in range(cfg.env.max_steps):
-            state = StepState(cfg.env.name, obs.task, obs.text, list(obs.admissible), history[-k:] if k else [], step)
+            state = StepState.after(cfg.env.name, obs, history, k, step)
             expert = env.expert_plan() if rng.random() < expert_share else []
             action = expert[0] if expert else rng.choice(state.admissible)
             think = situation(obs.text) if thought == "observation" else rng.choice(THOUGHTS)
