@@ -63,3 +63,17 @@ def test_oracle_step_skills_name_the_critical_steps():
     assert steps == {1: "Answer with one admissible action inside <action></action>.",
                      2: f"Take '{plan[0]}' here, not '{wrong}'."}
     assert "step_skills" not in OracleTeacher(lambda: make("sokoban")).label(ep)
+
+
+def test_privileged_source_gives_the_expert_solution_whatever_the_outcome():
+    from seed.skills.sources import PrivilegedAnalyzer
+
+    env = make("sokoban")
+    env.reset(3)
+    plan = env.expert_plan()
+    won = _play("sokoban", 3, plan)
+    lost = _play("sokoban", 3, ["up", "up"])
+    assert won.won and not lost.won
+    results = PrivilegedAnalyzer(lambda: make("sokoban")).analyse([won, lost])
+    skills = [a.skill for _, a in results]
+    assert skills[0] == skills[1] == f"A shortest solution from the start: {', '.join(plan)}."

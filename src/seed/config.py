@@ -79,7 +79,8 @@ class DistillConfig:
     coef: float = _positive(0.01, minimum=0, doc="lambda: weight of the distillation loss")
     beta: float = _positive(5.0, minimum=0, doc="gate sharpness: g = sigmoid(beta * delta)")
     opid_weight: float = _positive(0.001, minimum=0, doc="opid: A += w * delta per token")
-    skill_source: str = _choice("policy", "policy", "teacher", "library")
+    skill_source: str = _choice("policy", "policy", "teacher", "library", "privileged",
+                                doc="privileged = OPSD: the expert's solution as teacher context")
     teacher: str = _choice("oracle", "oracle", doc="external analyzer for skill_source=teacher")
     library_path: str = ""
     teacher_weights: str = _choice("live", "live", "base", "ema")

@@ -2,12 +2,15 @@
 
 policy   SEED: the current policy analyses its own finished episodes (greedy, batched, same backend as rollouts)
 teacher  OPID-style: an external analyzer (the oracle here) labels the episodes during RL
-library  SDAR-style: a static file of skills per task type
+library     SDAR-style: a static file of skills per task type
+privileged  OPSD-style: no analysis; the teacher context is privileged information (the expert's solution of the
+            episode's task from its initial state), the same for a success and a failure
 """
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Callable
 
 import yaml
 
@@ -15,7 +18,7 @@ from seed.models.backend import Sampling
 from seed.rollout.types import Episode
 from seed.skills.analyzer import Analysis, analysis_prompt, parse_analysis
 
-SKILL_SOURCES = ("policy", "teacher", "library")
+SKILL_SOURCES = ("policy", "teacher", "library", "privileged")
 
 
 def chat_ids(tokenizer, text: str) -> list[int]:
@@ -65,5 +68,22 @@ class LibraryAnalyzer:
         for e in episodes:
             skill = self.skills.get(e.task_type) or self.skills.get("default")
             raw = json.dumps({"episode_summary": "", "episode_skill": skill or ""})
+            out.append((raw, parse_analysis(raw)))
+        return out
+
+
+class PrivilegedAnalyzer:
+    """The expert's plan for each episode's task, read from a fresh env reset to the episode's task seed."""
+
+    def __init__(self, env_factory: Callable):
+        self.env = env_factory()
+
+    def analyse(self, episodes: list[Episode]) -> list[tuple[str, Analysis]]:
+        out = []
+        for e in episodes:
+            self.env.reset(e.task_seed)
+            plan = self.env.expert_plan()
+            skill = f"A shortest solution from the start: {', '.join(plan)}." if plan else ""
+            raw = json.dumps({"episode_summary": "", "episode_skill": skill})
             out.append((raw, parse_analysis(raw)))
         return out

@@ -15,7 +15,7 @@ import torch
 from seed.models.backend import HFBackend
 from seed.rollout.types import Episode
 from seed.skills.rescore import rescore
-from seed.skills.sources import LibraryAnalyzer, PolicyAnalyzer, TeacherAnalyzer
+from seed.skills.sources import LibraryAnalyzer, PolicyAnalyzer, PrivilegedAnalyzer, TeacherAnalyzer
 from seed.skills.teachers import OracleTeacher
 
 
@@ -30,6 +30,8 @@ class DistillStage:
         elif d.skill_source == "teacher":
             self.analyzer = TeacherAnalyzer(OracleTeacher(components.collector("train").env_factory, d.step_skills),
                                             d.step_skills)
+        elif d.skill_source == "privileged":
+            self.analyzer = PrivilegedAnalyzer(components.collector("train").env_factory)
         else:
             self.analyzer = LibraryAnalyzer(d.library_path)
         self.teacher_backend = self._teacher_backend()
