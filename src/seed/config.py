@@ -41,6 +41,8 @@ class EnvConfig:
     max_steps: int = _positive(30)
     history_length: int = _positive(5, minimum=0)
     kwargs: dict = field(default_factory=dict)  # passed to the env constructor (e.g. num_receptacles)
+    workers: int = _positive(0, minimum=0, doc="Ray env actors (0 = envs in the trainer process)")
+    step_timeout: float = _positive(60.0, minimum=0, doc="seconds an env worker may take per batched call")
 
 
 @dataclass
@@ -53,6 +55,23 @@ class RolloutConfig:
     invalid_penalty: float = _positive(0.1, minimum=0)
     success_reward: float = _positive(10.0, minimum=0)
     generation_batch_size: int = _positive(64)
+
+
+@dataclass
+class GenerationConfig:
+    """Who decodes rollouts, analyses and teacher re-scores: the trainer's own model, or Ray actors with replicas."""
+
+    backend: str = _choice("hf", "hf", "vllm", doc="vllm needs a GPU and `pip install vllm`")
+    workers: int = _positive(0, minimum=0, doc="Ray generation actors (0 = the trainer process decodes)")
+    gpu_memory_utilization: float = _positive(0.3, minimum=0, maximum=1, doc="vllm: share of GPU memory")
+
+
+@dataclass
+class DistConfig:
+    """Where the pieces run. Defaults: one process, no Ray."""
+
+    ray_address: str = ""  # "" = a local Ray cluster when any workers are asked for; "auto" or host:port to join one
+    train_processes: int = _positive(1, doc="FSDP2 data-parallel processes (gloo on CPU, NCCL on GPU)")
 
 
 @dataclass
@@ -154,6 +173,8 @@ class Config:
     model: ModelConfig = field(default_factory=ModelConfig)
     env: EnvConfig = field(default_factory=EnvConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    generation: GenerationConfig = field(default_factory=GenerationConfig)
+    dist: DistConfig = field(default_factory=DistConfig)
     algo: AlgoConfig = field(default_factory=AlgoConfig)
     distill: DistillConfig = field(default_factory=DistillConfig)
     label: LabelConfig = field(default_factory=LabelConfig)
@@ -260,6 +281,8 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
             raise ConfigError(f"config key 'env.task_types' has unknown {bad}; allowed: {', '.join(TASK_TYPES)}")
     if cfg.distill.kind != "none" and cfg.distill.skill_source == "library" and not cfg.distill.library_path:
         raise ConfigError("config key 'distill.library_path' is required when distill.skill_source is 'library'")
+    if cfg.generation.backend == "vllm" and cfg.model.device != "cuda":
+        raise ConfigError("config key 'generation.backend' = 'vllm' needs model.device = 'cuda'; allowed on cpu: hf")
     bad_splits = [s for s in cfg.eval.splits if s not in ("train", "valid_seen", "valid_unseen")]
     if bad_splits:
         raise ConfigError(f"config key 'eval.splits' has unknown {bad_splits}; allowed: train, valid_seen, valid_unseen")

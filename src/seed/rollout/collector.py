@@ -6,11 +6,11 @@ running are rendered and sent to the backend: a finished episode leaves the gene
 from __future__ import annotations
 
 import logging
-import traceback
 from dataclasses import dataclass
 from typing import Callable
 
 from seed.agent import parse_action, render
+from seed.dist.env_pool import EnvFault, LocalEnvPool
 from seed.envs.base import Env, Obs
 from seed.models.backend import Sampling
 from seed.rollout.types import Episode, StepSample, StepState
@@ -29,10 +29,10 @@ class RolloutSettings:
 
 
 class _Running:
-    """One live episode: its env, its last observation and its history window."""
+    """One live episode: its env slot, its last observation and its history window."""
 
-    def __init__(self, env: Env, episode: Episode, obs: Obs, env_name: str):
-        self.env, self.episode, self.obs, self.env_name = env, episode, obs, env_name
+    def __init__(self, slot: int, episode: Episode, obs: Obs, env_name: str):
+        self.slot, self.episode, self.obs, self.env_name = slot, episode, obs, env_name
         self.history: list[tuple[str, str]] = []
         self.done = False
 
@@ -41,16 +41,12 @@ class _Running:
 
 
 class Collector:
-    """Keeps a pool of env instances and runs grouped, multi-turn episodes on a backend."""
+    """Runs grouped, multi-turn episodes on a backend; the envs live in a pool (this process or Ray actors)."""
 
-    def __init__(self, env_factory: Callable[[], Env], env_name: str, tokenizer, settings: RolloutSettings):
+    def __init__(self, env_factory: Callable[[], Env], env_name: str, tokenizer, settings: RolloutSettings,
+                 pool=None):
         self.env_factory, self.env_name, self.tokenizer, self.settings = env_factory, env_name, tokenizer, settings
-        self._pool: list[Env] = []
-
-    def _envs(self, n: int) -> list[Env]:
-        while len(self._pool) < n:
-            self._pool.append(self.env_factory())
-        return self._pool[:n]
+        self.pool = pool if pool is not None else LocalEnvPool(env_factory)
 
     def collect(self, backend, task_seeds: list[int], group_size: int, sampling: Sampling,
                 id_prefix: str = "", progress: Callable[[int], None] | None = None,
@@ -58,23 +54,19 @@ class Collector:
         """Run every episode to the end. `lockstep=True` imitates collectors that keep generating for finished
         episodes (their outputs are discarded); it exists only so benchmarks can measure what compaction saves."""
         s = self.settings
-        envs = self._envs(len(task_seeds) * group_size)
+        episodes = [Episode(episode_id=f"{id_prefix}t{seed}-g{g}", group_id=t, task_seed=seed, task="", task_type="")
+                    for t, seed in enumerate(task_seeds) for g in range(group_size)]
+        resets = self.pool.reset([(slot, ep.task_seed) for slot, ep in enumerate(episodes)])
         running: list[_Running] = []
-        for t, seed in enumerate(task_seeds):
-            for g in range(group_size):
-                env = envs[t * group_size + g]
-                ep = Episode(episode_id=f"{id_prefix}t{seed}-g{g}", group_id=t, task_seed=seed, task="", task_type="")
-                try:
-                    obs = env.reset(seed)
-                except Exception as exc:  # a broken task loses its episode, not the run
-                    ep.error = f"reset failed: {exc!r}"
-                    log.warning("episode %s dropped: %s", ep.episode_id, ep.error)
-                    r = _Running(env, ep, Obs(text="", task=""), self.env_name)
-                    r.done = True
-                    running.append(r)
-                    continue
+        for slot, (ep, obs) in enumerate(zip(episodes, resets)):
+            if isinstance(obs, EnvFault):  # a broken task loses its episode, not the run
+                self._drop(ep, obs)
+                r = _Running(slot, ep, Obs(text="", task=""), self.env_name)
+                r.done = True
+            else:
                 ep.task, ep.task_type = obs.task, obs.task_type
-                running.append(_Running(env, ep, obs, self.env_name))
+                r = _Running(slot, ep, obs, self.env_name)
+            running.append(r)
 
         for _ in range(s.max_steps):
             live = [r for r in running if not r.done]
@@ -84,27 +76,26 @@ class Collector:
             prompts = [render(st, self.tokenizer) for st in states]
             wasted = [render(r.state(s.history_length), self.tokenizer) for r in running if r.done] if lockstep else []
             gens = backend.generate(prompts + wasted, sampling, batch_size=s.generation_batch_size)[:len(prompts)]
-            for r, st, prompt, gen in zip(live, states, prompts, gens):
-                parsed = parse_action(gen.text, st.admissible)
-                reward = 0.0
-                try:
-                    obs, env_reward, done, info = r.env.step(parsed.action if parsed.valid else "")
-                except Exception as exc:
-                    r.episode.error = f"step failed: {exc!r}"
-                    log.warning("episode %s dropped: %s\n%s", r.episode.episode_id, exc, traceback.format_exc())
+            parsed = [parse_action(gen.text, st.admissible) for gen, st in zip(gens, states)]
+            results = self.pool.step([(r.slot, p.action if p.valid else "") for r, p in zip(live, parsed)])
+            for r, st, prompt, gen, p, result in zip(live, states, prompts, gens, parsed, results):
+                if isinstance(result, EnvFault):
+                    self._drop(r.episode, result)
                     r.done = True
                     continue
-                valid = parsed.valid and bool(info.get("valid", True))
+                obs, env_reward, done, info = result
+                valid = p.valid and bool(info.get("valid", True))
+                reward = 0.0
                 if not valid:
                     reward -= s.invalid_penalty
                 if obs.won:
                     reward += s.success_reward
                 r.episode.steps.append(StepSample(
                     state=st, prompt_ids=prompt, response_ids=gen.ids, rollout_logps=gen.logps,
-                    response_text=gen.text, action=parsed.action, valid=valid, reward=reward,
+                    response_text=gen.text, action=p.action, valid=valid, reward=reward,
                     episode_id=r.episode.episode_id, group_id=r.episode.group_id, step_index=st.step_index,
                     truncated_prompt=len(prompt) > s.max_prompt_tokens))
-                r.history.append((r.obs.text, parsed.action if valid else gen.text.strip()[-200:]))
+                r.history.append((r.obs.text, p.action if valid else gen.text.strip()[-200:]))
                 r.obs = obs
                 if done or obs.won:
                     r.done = True
@@ -116,7 +107,10 @@ class Collector:
             ep.score = s.success_reward * ep.won - s.invalid_penalty * ep.num_invalid
         return [r.episode for r in running]
 
+    @staticmethod
+    def _drop(episode: Episode, fault: EnvFault) -> None:
+        episode.error = fault.message.splitlines()[0]
+        log.warning("episode %s dropped: %s", episode.episode_id, fault.message)
+
     def close(self) -> None:
-        for env in self._pool:
-            env.close()
-        self._pool.clear()
+        self.pool.close()

@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 from seed.config import Config
+from seed.dist.env_pool import make_env_pool
 from seed.envs import make
 from seed.models import HFBackend, Sampling, load_model, load_tokenizer
 from seed.rollout.collector import Collector, RolloutSettings
@@ -38,7 +39,8 @@ class Components:
         settings = RolloutSettings(max_steps=env.max_steps, history_length=env.history_length,
                                    invalid_penalty=r.invalid_penalty, success_reward=r.success_reward,
                                    max_prompt_tokens=r.max_prompt_tokens, generation_batch_size=r.generation_batch_size)
-        return Collector(factory, env.name, self.tokenizer, settings)
+        pool = make_env_pool(factory, env.workers, env.step_timeout, self.cfg.dist.ray_address or None)
+        return Collector(factory, env.name, self.tokenizer, settings, pool=pool)
 
     def rollout_sampling(self) -> Sampling:
         return Sampling(temperature=self.cfg.rollout.temperature, max_new_tokens=self.cfg.rollout.max_response_tokens)

@@ -1,0 +1,142 @@
+"""Where a collector's environments live: in this process, or in Ray actors (`env.workers: N`).
+
+Both pools answer the same two batched calls, one result per (slot, argument) pair, in order:
+
+    reset([(slot, task_seed), ...]) -> [Obs | EnvFault, ...]
+    step([(slot, action), ...])     -> [(Obs, reward, done, info) | EnvFault, ...]
+
+A slot is one episode's env. An exception inside an env comes back as an `EnvFault` for that slot only. In the Ray
+pool, slot s lives on actor s % N and each actor receives one call per turn for all its slots; an actor that dies
+or does not answer within `step_timeout` seconds is killed and replaced, and each of its slots gets an `EnvFault`
+for the call in flight (the collector drops those episodes and the run goes on). A replaced actor's envs are
+rebuilt on their next reset.
+"""
+from __future__ import annotations
+
+import logging
+import traceback
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from seed.envs.base import Env
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class EnvFault:
+    """In place of a result: the env call failed (an exception, a dead or hung worker)."""
+
+    message: str
+
+
+def _call(env: Env, method: str, arg: Any) -> Any:
+    try:
+        return getattr(env, method)(arg)
+    except Exception as exc:  # one env's fault is one slot's fault
+        return EnvFault(f"{method} failed: {exc!r}\n{traceback.format_exc(limit=3)}")
+
+
+class LocalEnvPool:
+    """Envs in this process, created on first use and reused across collects."""
+
+    def __init__(self, env_factory: Callable[[], Env]):
+        self.env_factory = env_factory
+        self.envs: dict[int, Env] = {}
+
+    def _env(self, slot: int) -> Env:
+        if slot not in self.envs:
+            self.envs[slot] = self.env_factory()
+        return self.envs[slot]
+
+    def reset(self, calls: list[tuple[int, int]]) -> list:
+        return [_call(self._env(slot), "reset", seed) for slot, seed in calls]
+
+    def step(self, calls: list[tuple[int, str]]) -> list:
+        return [_call(self._env(slot), "step", action) for slot, action in calls]
+
+    def close(self) -> None:
+        for env in self.envs.values():
+            env.close()
+        self.envs.clear()
+
+
+class EnvWorker:
+    """The body of one Ray env actor: a LocalEnvPool answering batched calls."""
+
+    def __init__(self, env_factory: Callable[[], Env]):
+        self.pool = LocalEnvPool(env_factory)
+
+    def reset(self, calls: list[tuple[int, int]]) -> list:
+        return self.pool.reset(calls)
+
+    def step(self, calls: list[tuple[int, str]]) -> list:
+        return self.pool.step(calls)
+
+    def pid(self) -> int:
+        import os
+
+        return os.getpid()
+
+
+class RayEnvPool:
+    """Envs in `workers` Ray actors; one batched remote call per actor per turn."""
+
+    def __init__(self, env_factory: Callable[[], Env], workers: int, step_timeout: float = 60.0,
+                 ray_address: str | None = None):
+        from seed.dist.ray_utils import cpus_per_worker, init_ray
+
+        self.ray = init_ray(ray_address)
+        self.env_factory, self.step_timeout = env_factory, step_timeout
+        self._actor_cls = self.ray.remote(num_cpus=cpus_per_worker(workers))(EnvWorker)
+        self.actors = [self._spawn() for _ in range(workers)]
+        self.restarts = 0
+
+    def _spawn(self):
+        return self._actor_cls.remote(self.env_factory)
+
+    def _batched(self, method: str, calls: list[tuple[int, Any]]) -> list:
+        ray = self.ray
+        n = len(self.actors)
+        by_actor: dict[int, list[int]] = {}
+        for i, (slot, _) in enumerate(calls):
+            by_actor.setdefault(slot % n, []).append(i)
+        futures = {a: getattr(self.actors[a], method).remote([calls[i] for i in idx]) for a, idx in by_actor.items()}
+        results: list = [None] * len(calls)
+        ready, _ = ray.wait(list(futures.values()), num_returns=len(futures), timeout=self.step_timeout)
+        ready = set(ready)
+        for a, fut in futures.items():
+            idx = by_actor[a]
+            try:
+                if fut not in ready:
+                    raise TimeoutError(f"no answer within {self.step_timeout:.0f}s")
+                out = ray.get(fut)
+            except Exception as exc:  # the actor died or hung: replace it, fail its slots
+                fault = EnvFault(f"env worker {a} lost during {method}: {exc!r}")
+                log.warning("%s; restarting it (slots %s dropped)", fault.message, [calls[i][0] for i in idx])
+                ray.kill(self.actors[a], no_restart=True)
+                self.actors[a] = self._spawn()
+                self.restarts += 1
+                out = [fault] * len(idx)
+            for i, r in zip(idx, out):
+                results[i] = r
+        return results
+
+    def reset(self, calls: list[tuple[int, int]]) -> list:
+        return self._batched("reset", calls)
+
+    def step(self, calls: list[tuple[int, str]]) -> list:
+        return self._batched("step", calls)
+
+    def close(self) -> None:
+        for actor in self.actors:
+            self.ray.kill(actor, no_restart=True)
+        self.actors.clear()
+
+
+def make_env_pool(env_factory: Callable[[], Env], workers: int = 0, step_timeout: float = 60.0,
+                  ray_address: str | None = None):
+    """`workers=0`: envs in this process; `workers>=1`: in that many Ray actors."""
+    if workers <= 0:
+        return LocalEnvPool(env_factory)
+    return RayEnvPool(env_factory, workers, step_timeout, ray_address)
