@@ -90,6 +90,9 @@ def test_shared_prompt_forward_equals_full_forwards_in_value_and_gradient(tokeni
     assert (ent[mask.bool()] > 0).all()
     for fast, p in zip(fast_grads, b.model.parameters()):
         assert torch.allclose(fast, p.grad, atol=1e-5, rtol=1e-4)
+    full_logp, full_mask, full_ent = b.forward_logps_full(prompts, responses, with_entropy=True)  # batched plain path
+    assert torch.equal(full_mask, mask)
+    assert torch.allclose(full_logp, logp.detach(), atol=1e-5) and torch.allclose(full_ent, ent.detach(), atol=1e-4)
 
 
 def test_prompt_sharing_batches_keep_identical_prompts_together_within_budget():

@@ -59,6 +59,7 @@ class HFBackend:
         self.generator = torch.Generator(device=self.device).manual_seed(seed)
         self._gen_model = None
         self._gen_version = -1
+        self.plain_forward = False  # True under FSDP: every scoring call is one forward of the root module
 
     def generation_model(self):
         """The model decoding runs on. Under bf16 autocast on CPU that is a bf16 copy of the weights, kept in
@@ -165,6 +166,8 @@ class HFBackend:
         tokens, which matter on CPU: prompts are ~90% of the tokens, all share the chat/instruction prefix, and a
         group's episodes often revisit a state (about a third of the prompts in a default-config batch).
         """
+        if self.plain_forward:
+            return self.forward_logps_full(prompts, responses, with_entropy)
         n = len(prompts)
         rows = [b for b in range(n) if responses[b]]
         rmax = max((len(r) for r in responses), default=0)
@@ -211,6 +214,39 @@ class HFBackend:
                 ent[b, :k] = tok_ent[offset:offset + k]
             mask[b, :k] = 1
             offset += k
+        return logps, mask, ent
+
+    def forward_logps_full(self, prompts: list[list[int]], responses: list[list[int]], with_entropy: bool = False):
+        """`forward_logps` as one plain forward of the whole model over each full (prompt + response) sequence.
+
+        The reference numbers for the shared-prompt path, and the path data-parallel training takes: every call
+        is one forward of the root module whatever the rows are, so FSDP's collectives match across ranks.
+        """
+        n = len(prompts)
+        rmax = max((len(r) for r in responses), default=0)
+        seqs = [list(p) + list(r) for p, r in zip(prompts, responses)]
+        width = max(len(q) for q in seqs)
+        ids = torch.full((n, width), self.tokenizer.pad_token_id, dtype=torch.long)
+        attn = torch.zeros((n, width), dtype=torch.long)
+        for b, q in enumerate(seqs):
+            ids[b, :len(q)] = torch.tensor(q, dtype=torch.long)
+            attn[b, :len(q)] = 1
+        ids, attn = ids.to(self.device), attn.to(self.device)
+        with self.autocast():
+            logits = self.model(input_ids=ids, attention_mask=attn).logits
+        lp_all = F.log_softmax(logits.float(), dim=-1)
+        logps = torch.zeros((n, rmax), device=self.device)
+        mask = torch.zeros((n, rmax), device=self.device)
+        ent = torch.zeros((n, rmax), device=self.device) if with_entropy else None
+        for b, (p, r) in enumerate(zip(prompts, responses)):
+            if not r:
+                continue
+            k, pos = len(r), torch.arange(len(p) - 1, len(p) - 1 + len(r), device=self.device)
+            row = lp_all[b, pos]
+            logps[b, :k] = row.gather(-1, torch.tensor(r, device=self.device)[:, None]).squeeze(-1)
+            if with_entropy:
+                ent[b, :k] = -(row.exp() * row).sum(-1)
+            mask[b, :k] = 1
         return logps, mask, ent
 
     def _extend(self, decoder, segments: list[list[int]], cache, attn, lens):

@@ -62,11 +62,14 @@ def compute_advantages(episodes: list[Episode], cfg) -> Batch:
     return Batch([samples[i] for i in keep], adv[keep])
 
 
-def policy_update(components, optimizer, batch: Batch) -> dict:
+def policy_update(components, optimizer, batch: Batch, dp=None) -> dict:
     """One PPO epoch over the batch in `algo.mini_batches` optimizer steps; micro-batches by token budget.
 
     With one mini-batch the rollout weights are the weights of the first forward pass, so the old log-probs
     are that pass's values, detached: exact, and no extra forward. With more, they are computed up front.
+
+    `dp` (seed.dist.fsdp.DataParallel) spreads each mini-batch's micro-batches over data-parallel ranks that all
+    hold the whole batch: the loss weights stay those of the whole mini-batch, and gradients are summed.
     """
     cfg, policy = components.cfg, components.policy
     a = cfg.algo
@@ -95,9 +98,10 @@ def policy_update(components, optimizer, batch: Batch) -> dict:
         total_active = sum(len(responses[i]) for i in chunk if teacher is not None and teacher[i] is not None)
         optimizer.zero_grad(set_to_none=True)
         finite = True
-        for micro in prompt_sharing_batches([prompts[i] for i in chunk], [responses[i] for i in chunk],
-                                            a.token_budget):
+        micros = prompt_sharing_batches([prompts[i] for i in chunk], [responses[i] for i in chunk], a.token_budget)
+        for micro, scale in (dp.share(micros) if dp is not None else [(m, 1.0) for m in micros]):
             idx = [chunk[j] for j in micro]
+            counted = 1.0 if scale else 0.0  # padding micro-batches (scale 0) add nothing to the stats
             logp, mask, ent = policy.forward_logps([prompts[i] for i in idx], [responses[i] for i in idx],
                                                    with_entropy=a.entropy_coef > 0)
             old = _pad([old_logps[i] for i in idx], logp) if old_logps is not None else logp.detach()
@@ -113,9 +117,9 @@ def policy_update(components, optimizer, batch: Batch) -> dict:
                     opd_term, o_stats = opd_loss(logp, t_lp, opd_mask, kind=d.kind, beta=d.beta, old_logp=old)
                     opd_weight = o_stats["active_tokens"] / max(1, total_active)  # token-mean over active tokens
                     for k in ("delta_mean", "gate_mean"):
-                        opd_sums[k] += o_stats[k] * o_stats["active_tokens"]
-                    opd_sums["active_tokens"] += o_stats["active_tokens"]
-                    opd_sums["opd_loss"] += opd_term.item() * opd_weight / n_steps
+                        opd_sums[k] += counted * o_stats[k] * o_stats["active_tokens"]
+                    opd_sums["active_tokens"] += counted * o_stats["active_tokens"]
+                    opd_sums["opd_loss"] += counted * opd_term.item() * opd_weight / n_steps
             pg, pg_stats = ppo_clip_loss(logp, old, adv, mask, clip=a.clip)
             loss = pg
             kl = torch.zeros(())
@@ -127,13 +131,18 @@ def policy_update(components, optimizer, batch: Batch) -> dict:
             weight = mask.sum().item() / max(1, total_tokens)  # token-mean over the whole mini-batch
             if not torch.isfinite(loss):
                 finite = False
-                break
+                if dp is None:
+                    break  # data-parallel ranks still run their backward: the collectives must match
             total = loss * weight + (d.coef * opd_term * opd_weight if opd_term is not None else 0.0)
-            total.backward()
+            (total * scale).backward()
+            if scale == 0:  # a padding micro-batch: keeps the ranks' collectives in step, adds nothing
+                continue
             share = weight / n_steps
             for k, v in (("loss", loss), ("pg_loss", pg), ("kl", kl), ("entropy", entropy)):
                 sums[k] += v.item() * share
             sums["clip_frac"] += pg_stats["clip_frac"] * share
+        if dp is not None:
+            finite = dp.all_true(finite)
         if not finite:  # NaN/inf: skip this optimizer step and say so
             optimizer.zero_grad(set_to_none=True)
             skipped += 1
@@ -142,6 +151,8 @@ def policy_update(components, optimizer, batch: Batch) -> dict:
         params = [p for p in policy.model.parameters() if p.requires_grad]
         grad_norms.append(float(torch.nn.utils.clip_grad_norm_(params, a.grad_clip)))
         optimizer.step()
+    if dp is not None:  # every rank ran a share of the micro-batches: add the shares up
+        sums, opd_sums = dp.sum_dict(sums), dp.sum_dict(opd_sums)
     stats.update({f"train/{k}": v for k, v in sums.items()})
     if teacher is not None:
         n_active = opd_sums["active_tokens"]

@@ -1,0 +1,140 @@
+"""FSDP2 data-parallel training: N processes (gloo on CPU, NCCL on GPU) share one update of the policy.
+
+Every rank holds the whole batch (rollouts are gathered before the update) and a shard of the weights. The
+algorithm code is unchanged: `policy_update(..., dp=DataParallel())` gives each rank every N-th micro-batch of each
+mini-batch (padded with zero-weight micro-batches so that every rank runs the same number of forwards and
+backwards, as FSDP's collectives require) and keeps the loss weights of the whole mini-batch, scaled by N
+against FSDP's gradient averaging, so the step equals the single-process step up to float reordering.
+
+Checkpoints: `save_sharded` writes one torch.distributed.checkpoint folder (each rank its shard, written to a
+temporary name and renamed when complete); `load_sharded_into_one_process` reads it back as a plain state dict
+for a single-process run; `export_hf` writes a plain Hugging Face folder (LoRA merged when present).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Callable
+
+import torch
+import torch.distributed as dist
+
+
+def init_process_group(rank: int, world: int, backend: str | None = None, port: int = 29511) -> None:
+    """torchrun sets the rendezvous variables; a spawned rank gets them here."""
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", str(port))
+    dist.init_process_group(backend or ("nccl" if torch.cuda.is_available() else "gloo"), rank=rank,
+                            world_size=world)
+
+
+def launch(fn: Callable, world: int, *args, port: int = 29511) -> None:
+    """Run `fn(rank, world, *args)` in `world` fresh processes with a process group each (torch.multiprocessing).
+    `torchrun --nproc-per-node N` does the same from the command line."""
+    import torch.multiprocessing as mp
+
+    mp.spawn(_entry, args=(world, fn, port, args), nprocs=world, join=True)
+
+
+def _entry(rank: int, world: int, fn: Callable, port: int, args: tuple) -> None:
+    init_process_group(rank, world, port=port)
+    try:
+        fn(rank, world, *args)
+    finally:
+        dist.destroy_process_group()
+
+
+def shard_policy(backend) -> None:
+    """fully_shard every decoder layer and the root (embeddings, final norm and head stay together, so tied
+    embeddings work). Scoring switches to one root forward per call. FSDP averages gradients over ranks (gloo
+    has no pre-scaled sum), so `DataParallel.share` scales each rank's losses by the world size."""
+    from torch.distributed.fsdp import fully_shard
+
+    model = backend.model
+    for layer in model.get_decoder().layers:
+        fully_shard(layer)
+    fully_shard(model)
+    backend.plain_forward = True
+
+
+class DataParallel:
+    """The rank's share of the micro-batches, and the reductions `policy_update` needs."""
+
+    def __init__(self, rank: int | None = None, world: int | None = None):
+        self.rank = dist.get_rank() if rank is None else rank
+        self.world = dist.get_world_size() if world is None else world
+
+    def share(self, micros: list[list[int]]) -> list[tuple[list[int], float]]:
+        """Micro-batches rank, rank + N, ...; padded to ceil(len / N) with zero-weight repeats of the first.
+        The loss scale is N: FSDP's reduce-scatter averages, and the whole-mini-batch weights want a sum."""
+        mine = [(m, float(self.world)) for m in micros[self.rank::self.world]]
+        per_rank = -(-len(micros) // self.world)
+        return mine + [(micros[0], 0.0)] * (per_rank - len(mine))
+
+    def sum_dict(self, values: dict[str, float]) -> dict[str, float]:
+        keys = sorted(values)
+        t = torch.tensor([float(values[k]) for k in keys], dtype=torch.float64)
+        dist.all_reduce(t)
+        return dict(zip(keys, t.tolist()))
+
+    def all_true(self, flag: bool) -> bool:
+        t = torch.tensor([0.0 if flag else 1.0])
+        dist.all_reduce(t)
+        return bool(t.item() == 0)
+
+
+def full_state_dict(model) -> dict[str, torch.Tensor]:
+    """The whole model's weights on rank 0's CPU (empty on the others)."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+
+
+def save_sharded(model, optimizer, path: Path, extra: dict | None = None) -> None:
+    """Each rank writes its shard of model + optimizer; the folder appears under its final name only when done."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    if dist.get_rank() == 0 and tmp.exists():
+        shutil.rmtree(tmp)
+    dist.barrier()
+    model_sd, optim_sd = get_state_dict(model, optimizer)
+    dcp.save({"model": model_sd, "optimizer": optim_sd, **(extra or {})}, checkpoint_id=str(tmp))
+    dist.barrier()
+    if dist.get_rank() == 0:
+        if path.exists():
+            shutil.rmtree(path)
+        os.replace(tmp, path)
+    dist.barrier()
+
+
+def load_sharded_into_one_process(path: Path) -> dict:
+    """A sharded checkpoint as one plain state dict ({"model": ..., "optimizer": ..., ...}), no process group."""
+    import tempfile
+
+    from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "full.pt"
+        dcp_to_torch_save(str(path), str(out))
+        return torch.load(out, map_location="cpu", weights_only=False)
+
+
+def export_hf(model, tokenizer, state_dict: dict[str, torch.Tensor], out_dir: Path) -> Path:
+    """A plain Hugging Face folder from a full state dict; LoRA adapters are merged into the base weights."""
+    model.load_state_dict(state_dict)
+    if hasattr(model, "merge_and_unload"):
+        model = model.merge_and_unload()
+    out_dir = Path(out_dir)
+    tmp = out_dir.with_name(out_dir.name + ".tmp")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    os.replace(tmp, out_dir)
+    return out_dir
