@@ -71,7 +71,6 @@ class DistConfig:
     """Where the pieces run. Defaults: one process, no Ray."""
 
     ray_address: str = ""  # "" = a local Ray cluster when any workers are asked for; "auto" or host:port to join one
-    train_processes: int = _positive(1, doc="FSDP2 data-parallel processes (gloo on CPU, NCCL on GPU)")
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """Scale-out pieces: env workers (Ray actors), generation workers, FSDP2 data-parallel training.
 
-Everything here is optional: with the defaults (`env.workers: 0`, `generation.workers: 0`, `train.processes: 1`)
-a run is one process and needs neither Ray nor torch.distributed.
+Everything here is optional: with the defaults (`env.workers: 0`, `generation.workers: 0`) a run is one process
+and needs neither Ray nor torch.distributed.
 """
 from seed.dist.env_pool import EnvFault, LocalEnvPool, RayEnvPool, make_env_pool
 

@@ -60,6 +60,13 @@ def smollm2_folder() -> Path:
     return target
 
 
+def resolve_model_path(name: str) -> str:
+    """A folder or hub id other engines (vLLM) can open: the bundled SmolLM2's cached folder, or `name` itself."""
+    if name == TINY:
+        raise ValueError("model 'tiny-random' exists only in memory; save it with save_pretrained and pass the folder")
+    return str(smollm2_folder()) if name == SMOLLM2 else name
+
+
 def load_tokenizer(name: str):
     from transformers import AutoTokenizer
 

@@ -26,7 +26,7 @@ def make_teacher(components):
     if cfg.teacher == "oracle":
         from seed.skills.teachers import OracleTeacher
 
-        return OracleTeacher(components.collector("train").env_factory, components.cfg.distill.step_skills)
+        return OracleTeacher(components.env_factory("train"), components.cfg.distill.step_skills)
     from seed.skills.openai_teacher import OpenAITeacher
 
     o = cfg.openai

@@ -28,13 +28,33 @@ class Components:
     tokenizer: object
     policy: HFBackend
     reference: HFBackend | None
+    remote: object | None = None  # RemoteBackend, built on first use when generation workers are configured
 
-    def collector(self, split: str) -> Collector:
+    def rollout_backend(self):
+        """Who decodes rollouts and analyses and re-scores for the teacher: the policy itself, or generation
+        workers holding replicas of it (`generation.workers`, `generation.backend: vllm`)."""
+        g = self.cfg.generation
+        if g.workers == 0 and g.backend == "hf":
+            return self.policy
+        if self.remote is None:
+            from seed.dist.generation import RemoteBackend
+
+            self.remote = RemoteBackend(self.policy, self.cfg.model, max(1, g.workers), seed=self.cfg.seed,
+                                        ray_address=self.cfg.dist.ray_address or None, engine=g.backend,
+                                        gpu_memory_utilization=g.gpu_memory_utilization)
+        return self.remote
+
+    def env_factory(self, split: str):
+        """A picklable zero-argument constructor of this run's env on `split`."""
         env = self.cfg.env
         kwargs = dict(env.kwargs)
         if env.name == "alfworld" and env.task_types:
             kwargs["task_types"] = env.task_types
-        factory = functools.partial(make, env.name, split=split, **kwargs)
+        return functools.partial(make, env.name, split=split, **kwargs)
+
+    def collector(self, split: str) -> Collector:
+        env = self.cfg.env
+        factory = self.env_factory(split)
         r = self.cfg.rollout
         settings = RolloutSettings(max_steps=env.max_steps, history_length=env.history_length,
                                    invalid_penalty=r.invalid_penalty, success_reward=r.success_reward,

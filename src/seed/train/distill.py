@@ -25,13 +25,13 @@ class DistillStage:
         cfg, d = components.cfg, components.cfg.distill
         self.path = Path(cfg.run_dir) / "skills.jsonl"
         if d.skill_source == "policy":
-            self.analyzer = PolicyAnalyzer(components.policy, components.tokenizer, d.analyzer_max_new_tokens,
-                                           cfg.rollout.generation_batch_size, d.step_skills)
+            self.analyzer = PolicyAnalyzer(components.rollout_backend(), components.tokenizer,
+                                           d.analyzer_max_new_tokens, cfg.rollout.generation_batch_size, d.step_skills)
         elif d.skill_source == "teacher":
-            self.analyzer = TeacherAnalyzer(OracleTeacher(components.collector("train").env_factory, d.step_skills),
+            self.analyzer = TeacherAnalyzer(OracleTeacher(components.env_factory("train"), d.step_skills),
                                             d.step_skills)
         elif d.skill_source == "privileged":
-            self.analyzer = PrivilegedAnalyzer(components.collector("train").env_factory)
+            self.analyzer = PrivilegedAnalyzer(components.env_factory("train"))
         else:
             self.analyzer = LibraryAnalyzer(d.library_path)
         self.teacher_backend = self._teacher_backend()
@@ -39,7 +39,7 @@ class DistillStage:
     def _teacher_backend(self) -> HFBackend:
         c, d = self.c, self.c.cfg.distill
         if d.teacher_weights == "live":  # SEED: the rollout weights themselves (scored before the update)
-            return c.policy
+            return c.rollout_backend()
         if d.teacher_weights == "base" and c.reference is not None:  # the frozen start model, shared with KL
             return c.reference
         frozen = copy.deepcopy(c.policy.model).eval()

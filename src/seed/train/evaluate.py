@@ -28,7 +28,7 @@ def evaluate(components, splits: list[str] | None = None, episodes: int | None =
     results = {}
     for split in splits or cfg.eval.splits:
         collector = components.collector(split)
-        eps = collector.collect(components.policy, list(range(episodes or cfg.eval.episodes)), 1,
+        eps = collector.collect(components.rollout_backend(), list(range(episodes or cfg.eval.episodes)), 1,
                                 components.eval_sampling(), id_prefix=f"eval-{split}-", progress=progress)
         collector.close()
         results[split] = success_table(eps)

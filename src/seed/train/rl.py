@@ -247,8 +247,8 @@ def train(components, progress_factory=None) -> int:
     bar = progress_factory(total=cfg.train.updates, initial=start, desc="train") if progress_factory else None
     for update in range(start, cfg.train.updates):
         t0 = time.perf_counter()
-        episodes = collector.collect(components.policy, task_seeds_for_update(cfg, update), cfg.rollout.group_size,
-                                     components.rollout_sampling(), id_prefix=f"u{update}-")
+        episodes = collector.collect(components.rollout_backend(), task_seeds_for_update(cfg, update),
+                                     cfg.rollout.group_size, components.rollout_sampling(), id_prefix=f"u{update}-")
         t_rollout = time.perf_counter() - t0
         batch = compute_advantages(episodes, cfg)
         stats = distill.run(update + 1, episodes, batch) if distill else {}

@@ -38,7 +38,7 @@ def demonstrations(components, episodes: int, seed: int = 12345, expert_share: f
     actions)."""
     cfg, tok = components.cfg, components.tokenizer
     rng = random.Random(seed)
-    env = components.collector("train").env_factory()
+    env = components.env_factory("train")()
     pairs = []
     for i in range(episodes):
         obs = env.reset(10_000_000 + seed + i)
