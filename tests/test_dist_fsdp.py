@@ -63,3 +63,30 @@ def test_fsdp_update_on_two_processes_matches_one_process(tmp_path):
     assert all(torch.equal(resumed[k], dp["weights"][k]) for k in single)
     print(f"largest weight difference {diff:.2e} (update moved weights up to {moved:.2e}); "
           f"loss {dp['stats']['train/loss']:.6f} vs {stats['train/loss']:.6f}")
+
+
+def test_a_run_trains_in_two_fsdp_processes_and_resumes_in_one(tmp_path):
+    from seed.train.checkpoint import latest_checkpoint, load_checkpoint
+    from seed.train.metrics import read_metrics
+    from seed.train.pipeline import train_stage
+
+    run = tmp_path / "run"
+    cfg = load_config("tiny", [f"run_dir={run}", "dist.train_processes=2", "train.updates=2",
+                               "distill.kind=seed", "distill.skill_source=privileged"])
+    assert train_stage(build_components(cfg)) == 2
+    rows = [r for r in read_metrics(run) if r["update"] > 0]
+    assert [r["update"] for r in rows] == [1, 2] and all(r["train/samples"] > 0 for r in rows)
+    assert all(r["distill/skill_rate"] == 1.0 for r in rows)  # rank 0's distillation reached every rank's update
+    state = load_checkpoint(latest_checkpoint(run))
+    assert state["update"] == 2 and isinstance(next(iter(state["optimizer"]["state"])), int)
+    single = load_config("tiny", [f"run_dir={run}", "train.updates=3", "distill.kind=seed",
+                                  "distill.skill_source=privileged"])
+    assert train_stage(build_components(single)) == 3  # the data-parallel checkpoint resumes in one process
+    assert load_checkpoint(latest_checkpoint(run))["update"] == 3
+
+
+def test_data_parallel_training_rejects_what_it_does_not_support():
+    from seed.config import ConfigError
+
+    with pytest.raises(ConfigError, match="distill.teacher_weights"):
+        load_config("tiny", ["dist.train_processes=2", "distill.teacher_weights=ema"])

@@ -71,6 +71,7 @@ class DistConfig:
     """Where the pieces run. Defaults: one process, no Ray."""
 
     ray_address: str = ""  # "" = a local Ray cluster when any workers are asked for; "auto" or host:port to join one
+    train_processes: int = _positive(1, doc="FSDP2 data-parallel processes for the RL stage (gloo on CPU, NCCL on GPU)")
 
 
 @dataclass
@@ -280,6 +281,12 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
             raise ConfigError(f"config key 'env.task_types' has unknown {bad}; allowed: {', '.join(TASK_TYPES)}")
     if cfg.distill.kind != "none" and cfg.distill.skill_source == "library" and not cfg.distill.library_path:
         raise ConfigError("config key 'distill.library_path' is required when distill.skill_source is 'library'")
+    if cfg.dist.train_processes > 1:
+        for key, bad, why in (("distill.teacher_weights", cfg.distill.teacher_weights == "ema", "live, base"),
+                              ("generation.workers", cfg.generation.workers > 0, "0"),
+                              ("model.lora", bool(cfg.model.lora), "null")):
+            if bad:
+                raise ConfigError(f"config key {key!r} is not supported with dist.train_processes > 1; allowed: {why}")
     if cfg.generation.backend == "vllm" and cfg.model.device != "cuda":
         raise ConfigError("config key 'generation.backend' = 'vllm' needs model.device = 'cuda'; allowed on cpu: hf")
     bad_splits = [s for s in cfg.eval.splits if s not in ("train", "valid_seen", "valid_unseen")]

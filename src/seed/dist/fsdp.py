@@ -138,3 +138,97 @@ def export_hf(model, tokenizer, state_dict: dict[str, torch.Tensor], out_dir: Pa
         shutil.rmtree(out_dir)
     os.replace(tmp, out_dir)
     return out_dir
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _by_name(optimizer_state: dict, names: list[str]) -> dict:
+    """torch.optim's index-keyed state dict -> the parameter-name-keyed one torch.distributed.checkpoint uses."""
+    return {"state": {names[i]: v for i, v in optimizer_state["state"].items()},
+            "param_groups": [{**g, "params": [names[i] for i in g["params"]]} for g in optimizer_state["param_groups"]]}
+
+
+def _by_index(optimizer_state: dict, names: list[str]) -> dict:
+    index = {n: i for i, n in enumerate(names)}
+    return {"state": {index[n]: v for n, v in optimizer_state["state"].items()},
+            "param_groups": [{**g, "params": [index[n] for n in g["params"]]} for g in optimizer_state["param_groups"]]}
+
+
+class FSDPRanks:
+    """`train`'s view of N FSDP2 processes: rank 0 rolls out, analyses, scores for the teacher and writes, on a
+    full replica of the policy refreshed after every update; every rank trains its share of each mini-batch.
+    Checkpoints are the single-process format (full weights, index-keyed optimizer state): they resume in one
+    process or in N."""
+
+    def __init__(self):
+        self.rank, self.world = dist.get_rank(), dist.get_world_size()
+        self.is_main = self.rank == 0
+        self.dp = DataParallel(self.rank, self.world)
+        self.names: list[str] = []
+
+    def setup(self, components, state: dict | None):
+        import copy
+
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
+
+        from seed.models import HFBackend
+        from seed.train.rl import make_optimizer
+
+        cfg, model = components.cfg, components.policy.model
+        if state is not None:
+            model.load_state_dict(state["model"])
+        self.names = [n for n, p in model.named_parameters() if p.requires_grad]
+        if self.is_main:
+            replica = copy.deepcopy(model).eval()
+            for p in replica.parameters():
+                p.requires_grad_(False)
+            components.remote = HFBackend(replica, components.tokenizer, device=cfg.model.device,
+                                          precision=cfg.model.precision, seed=cfg.seed)
+        shard_policy(components.policy)
+        optimizer = make_optimizer(model, cfg)
+        if state is not None:
+            set_optimizer_state_dict(model, optimizer, _by_name(state["optimizer"], self.names),
+                                     options=StateDictOptions(full_state_dict=True))
+        return optimizer
+
+    def share(self, batch):
+        box = [batch]
+        dist.broadcast_object_list(box, src=0)
+        return box[0]
+
+    def after_update(self, components) -> None:
+        full = full_state_dict(components.policy.model)
+        if self.is_main:
+            components.remote.model.load_state_dict(full)
+
+    def checkpoint_state(self, components, optimizer) -> tuple[dict, dict]:
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict
+
+        model = components.policy.model
+        weights = full_state_dict(model)
+        optim = get_optimizer_state_dict(model, optimizer,
+                                         options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+        return weights, (_by_index(optim, self.names) if self.is_main else {})
+
+
+def _train_rank(rank: int, world: int, config_path: str) -> None:
+    from seed.config import load_config
+    from seed.train.components import build_components
+    from seed.train.pipeline import load_reference, progress_bar
+    from seed.train.rl import train
+
+    cfg = load_config(config_path)
+    components = build_components(cfg)
+    load_reference(components)
+    train(components, progress_factory=progress_bar if rank == 0 else None, ranks=FSDPRanks())
+
+
+def train_data_parallel(config_path: str, processes: int) -> None:
+    """The RL stage in `processes` FSDP2 ranks (spawned here; the start stages ran in the calling process)."""
+    launch(_train_rank, processes, config_path, port=free_port())

@@ -34,6 +34,8 @@ class Components:
         """Who decodes rollouts and analyses and re-scores for the teacher: the policy itself, or generation
         workers holding replicas of it (`generation.workers`, `generation.backend: vllm`)."""
         g = self.cfg.generation
+        if self.remote is not None:
+            return self.remote
         if g.workers == 0 and g.backend == "hf":
             return self.policy
         if self.remote is None:

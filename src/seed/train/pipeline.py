@@ -133,4 +133,9 @@ def train_stage(components) -> int:
     prepare_run_dir(components.cfg)
     start_stages(components)
     load_reference(components)
+    if components.cfg.dist.train_processes > 1:  # FSDP2 ranks train; this process then holds the result
+        from seed.dist.fsdp import train_data_parallel
+
+        train_data_parallel(str(Path(components.cfg.run_dir) / "config.yaml"), components.cfg.dist.train_processes)
+        return load_latest_weights(components)
     return train(components, progress_factory=progress_bar)

@@ -216,68 +216,102 @@ def _drop_rows_after(path: Path, update: int) -> None:
     tmp.replace(path)
 
 
-def train(components, progress_factory=None) -> int:
+class SingleProcess:
+    """The trainer's view of its processes when there is one. `seed.dist.fsdp.FSDPRanks` is the N-process view:
+    rank 0 collects, analyses and writes; every rank holds the batch and a shard of the update."""
+
+    is_main = True
+    dp = None
+
+    def setup(self, components, state: dict | None) -> torch.optim.Optimizer:
+        """Load the checkpoint's weights and return the optimizer (with its state when resuming)."""
+        optimizer = make_optimizer(components.policy.model, components.cfg)
+        if state is not None:
+            components.policy.model.load_state_dict(state["model"])
+            optimizer.load_state_dict(state["optimizer"])
+        return optimizer
+
+    def share(self, obj):
+        return obj
+
+    def after_update(self, components) -> None:
+        pass
+
+    def checkpoint_state(self, components, optimizer) -> tuple[dict, dict]:
+        return components.policy.model.state_dict(), optimizer.state_dict()
+
+
+def train(components, progress_factory=None, ranks=None) -> int:
     """Run updates until `train.updates`; resumes from the run directory's last checkpoint. Returns updates done."""
     cfg = components.cfg
+    ranks = ranks or SingleProcess()
     run_dir = Path(cfg.run_dir)
-    optimizer = make_optimizer(components.policy.model, cfg)
     start = 0
     ckpt = latest_checkpoint(run_dir)
-    if ckpt is not None:
-        state = load_checkpoint(ckpt)
-        components.policy.model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
+    state = load_checkpoint(ckpt) if ckpt is not None else None
+    optimizer = ranks.setup(components, state)
+    if state is not None:
         set_rng_state(state["rng"])
-        components.policy.generator.set_state(state["generator"])
+        components.rollout_backend().generator.set_state(state["generator"])
         start = state["update"]
-        if state.get("skills"):  # the skill stream as the checkpoint saw it
+        if state.get("skills") and ranks.is_main:  # the skill stream as the checkpoint saw it
             (run_dir / "skills.jsonl").write_text(state["skills"])
         log.info("resumed from %s (update %d)", ckpt, start)
     if start >= cfg.train.updates:
         return start
-    for name in ("metrics.jsonl", "skills.jsonl"):  # rows of updates the checkpoint does not hold are redone
-        _drop_rows_after(run_dir / name, start)
-    metrics = MetricsLogger(run_dir)
+    main = ranks.is_main
+    if main:
+        for name in ("metrics.jsonl", "skills.jsonl"):  # rows of updates the checkpoint does not hold are redone
+            _drop_rows_after(run_dir / name, start)
+    metrics = MetricsLogger(run_dir) if main else None
     distill = None
-    if cfg.distill.kind != "none":
+    if cfg.distill.kind != "none" and main:
         from seed.train.distill import DistillStage
 
         distill = DistillStage(components)
-    collector = components.collector("train")
-    bar = progress_factory(total=cfg.train.updates, initial=start, desc="train") if progress_factory else None
+    collector = components.collector("train") if main else None
+    bar = progress_factory(total=cfg.train.updates, initial=start, desc="train") if progress_factory and main else None
     for update in range(start, cfg.train.updates):
         t0 = time.perf_counter()
-        episodes = collector.collect(components.rollout_backend(), task_seeds_for_update(cfg, update),
-                                     cfg.rollout.group_size, components.rollout_sampling(), id_prefix=f"u{update}-")
-        t_rollout = time.perf_counter() - t0
-        batch = compute_advantages(episodes, cfg)
-        stats = distill.run(update + 1, episodes, batch) if distill else {}
-        write_episodes(run_dir, update, episodes)
+        episodes, batch, stats = [], None, {}
+        if main:
+            episodes = collector.collect(components.rollout_backend(), task_seeds_for_update(cfg, update),
+                                         cfg.rollout.group_size, components.rollout_sampling(),
+                                         id_prefix=f"u{update}-")
+            stats["time/rollout"] = time.perf_counter() - t0
+            batch = compute_advantages(episodes, cfg)
+            stats.update(distill.run(update + 1, episodes, batch) if distill else {})
+            write_episodes(run_dir, update, episodes)
+        batch = ranks.share(batch)  # every rank holds the whole batch
         t1 = time.perf_counter()
         if batch.samples:
-            stats.update(policy_update(components, optimizer, batch))
+            stats.update(policy_update(components, optimizer, batch, dp=ranks.dp))
+            ranks.after_update(components)
             if distill:
                 distill.after_update()
-        t_update = time.perf_counter() - t1
-        stats.update(rollout_stats(episodes))
-        stats.update({"time/rollout": t_rollout, "time/update": t_update, "time/total": time.perf_counter() - t0,
-                      "train/samples": len(batch.samples), "memory/rss_mb": rss_mb(),
-                      "train/tokens": sum(len(s.response_ids) for s in batch.samples)})
-        metrics.log(update + 1, stats)
         done = update + 1
+        if main:
+            stats.update(rollout_stats(episodes))
+            stats.update({"time/update": time.perf_counter() - t1, "time/total": time.perf_counter() - t0,
+                          "train/samples": len(batch.samples), "memory/rss_mb": rss_mb(),
+                          "train/tokens": sum(len(s.response_ids) for s in batch.samples)})
+            metrics.log(done, stats)
         if done % cfg.train.checkpoint_every == 0 or done == cfg.train.updates:
-            save_checkpoint(run_dir, done, {
-                "model": components.policy.model.state_dict(), "optimizer": optimizer.state_dict(),
-                "rng": rng_state(), "generator": components.policy.generator.get_state(), "update": done,
-                "config": cfg.to_dict(), "skills": _read_text(run_dir / "skills.jsonl")},
-                keep=cfg.train.keep_checkpoints)
+            model_state, optimizer_state = ranks.checkpoint_state(components, optimizer)  # collective under FSDP
+            if main:
+                save_checkpoint(run_dir, done, {
+                    "model": model_state, "optimizer": optimizer_state, "rng": rng_state(),
+                    "generator": components.rollout_backend().generator.get_state(), "update": done,
+                    "config": cfg.to_dict(), "skills": _read_text(run_dir / "skills.jsonl")},
+                    keep=cfg.train.keep_checkpoints)
         if bar is not None:
             bar.update(1)
             bar.set_postfix(success=f"{stats['rollout/success']:.2f}", invalid=f"{stats['rollout/invalid_rate']:.2f}")
-        if not math.isfinite(stats.get("train/loss", 0.0)):
+        if main and not math.isfinite(stats.get("train/loss", 0.0)):
             log.warning("update %d: non-finite loss reported", done)
-    collector.close()
-    metrics.close()
+    if main:
+        collector.close()
+        metrics.close()
     if bar is not None:
         bar.close()
     return cfg.train.updates
