@@ -64,6 +64,7 @@ class GenerationConfig:
     backend: str = _choice("hf", "hf", "vllm", doc="vllm needs a GPU and `pip install vllm`")
     workers: int = _positive(0, minimum=0, doc="Ray generation actors (0 = the trainer process decodes)")
     gpu_memory_utilization: float = _positive(0.3, minimum=0, maximum=1, doc="vllm: share of GPU memory")
+    gpus_per_worker: float = _positive(1.0, minimum=0, doc="GPUs Ray gives each generation actor (cuda only)")
 
 
 @dataclass
@@ -283,7 +284,6 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         raise ConfigError("config key 'distill.library_path' is required when distill.skill_source is 'library'")
     if cfg.dist.train_processes > 1:
         for key, bad, why in (("distill.teacher_weights", cfg.distill.teacher_weights == "ema", "live, base"),
-                              ("generation.workers", cfg.generation.workers > 0, "0"),
                               ("model.lora", bool(cfg.model.lora), "null")):
             if bad:
                 raise ConfigError(f"config key {key!r} is not supported with dist.train_processes > 1; allowed: {why}")

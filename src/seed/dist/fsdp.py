@@ -38,6 +38,8 @@ def launch(fn: Callable, world: int, *args, port: int = 29511) -> None:
 
 
 def _entry(rank: int, world: int, fn: Callable, port: int, args: tuple) -> None:
+    if torch.cuda.is_available():
+        torch.cuda.set_device(rank % torch.cuda.device_count())
     init_process_group(rank, world, port=port)
     try:
         fn(rank, world, *args)
@@ -162,7 +164,8 @@ def _by_index(optimizer_state: dict, names: list[str]) -> dict:
 
 class FSDPRanks:
     """`train`'s view of N FSDP2 processes: rank 0 rolls out, analyses, scores for the teacher and writes, on a
-    full replica of the policy refreshed after every update; every rank trains its share of each mini-batch.
+    full replica of the policy refreshed after every update (served by generation workers when configured);
+    every rank trains its share of each mini-batch.
     Checkpoints are the single-process format (full weights, index-keyed optimizer state): they resume in one
     process or in N."""
 
@@ -188,8 +191,13 @@ class FSDPRanks:
             replica = copy.deepcopy(model).eval()
             for p in replica.parameters():
                 p.requires_grad_(False)
-            components.remote = HFBackend(replica, components.tokenizer, device=cfg.model.device,
-                                          precision=cfg.model.precision, seed=cfg.seed)
+            local = HFBackend(replica, components.tokenizer, device=cfg.model.device, precision=cfg.model.precision,
+                              seed=cfg.seed)
+            if cfg.generation.workers > 0 or cfg.generation.backend != "hf":  # workers serve the replica's weights
+                from seed.train.components import remote_generation
+
+                local = remote_generation(local, cfg)
+            components.remote = local
         shard_policy(components.policy)
         optimizer = make_optimizer(model, cfg)
         if state is not None:

@@ -57,11 +57,11 @@ class RemoteBackend:
     """The trainer's backend, with `generate` and `logprobs` served by `workers` Ray actors."""
 
     def __init__(self, local, model_cfg, workers: int, seed: int = 0, ray_address: str | None = None,
-                 engine: str = "hf", gpu_memory_utilization: float = 0.3):
+                 engine: str = "hf", gpu_memory_utilization: float = 0.3, gpus_per_worker: float = 1.0):
         from seed.dist.ray_utils import cpus_per_worker, init_ray
 
         self.local, self.ray = local, init_ray(ray_address)
-        gpus = 1.0 / workers if engine == "vllm" or model_cfg.device == "cuda" else 0
+        gpus = gpus_per_worker if engine == "vllm" or model_cfg.device == "cuda" else 0
         actor = self.ray.remote(num_cpus=cpus_per_worker(workers), num_gpus=gpus)(GenerationWorker)
         self.actors = [actor.remote(model_cfg.name, model_cfg.device, model_cfg.precision, seed + 1000 * (i + 1),
                                     model_cfg.lora, engine, gpu_memory_utilization) for i in range(workers)]

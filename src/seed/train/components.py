@@ -34,16 +34,10 @@ class Components:
         """Who decodes rollouts and analyses and re-scores for the teacher: the policy itself, or generation
         workers holding replicas of it (`generation.workers`, `generation.backend: vllm`)."""
         g = self.cfg.generation
-        if self.remote is not None:
-            return self.remote
-        if g.workers == 0 and g.backend == "hf":
-            return self.policy
         if self.remote is None:
-            from seed.dist.generation import RemoteBackend
-
-            self.remote = RemoteBackend(self.policy, self.cfg.model, max(1, g.workers), seed=self.cfg.seed,
-                                        ray_address=self.cfg.dist.ray_address or None, engine=g.backend,
-                                        gpu_memory_utilization=g.gpu_memory_utilization)
+            if g.workers == 0 and g.backend == "hf":
+                return self.policy
+            self.remote = remote_generation(self.policy, self.cfg)
         return self.remote
 
     def env_factory(self, split: str):
@@ -69,6 +63,16 @@ class Components:
 
     def eval_sampling(self) -> Sampling:
         return Sampling(temperature=self.cfg.eval.temperature, max_new_tokens=self.cfg.rollout.max_response_tokens)
+
+
+def remote_generation(local, cfg: Config):
+    """Generation workers serving `local`'s weights (pushed to them whenever they change)."""
+    from seed.dist.generation import RemoteBackend
+
+    g = cfg.generation
+    return RemoteBackend(local, cfg.model, max(1, g.workers), seed=cfg.seed, ray_address=cfg.dist.ray_address or None,
+                         engine=g.backend, gpu_memory_utilization=g.gpu_memory_utilization,
+                         gpus_per_worker=g.gpus_per_worker)
 
 
 def build_components(cfg: Config, with_reference: bool = True) -> Components:
