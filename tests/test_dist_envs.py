@@ -117,3 +117,21 @@ def test_a_hung_env_worker_is_replaced_after_the_timeout(local_ray, backend):
     assert "no answer within 3s" in episodes[1].error
     assert pool.restarts == 1
     collector.close()
+
+
+def test_a_run_with_env_and_generation_workers_trains_and_evaluates(local_ray, tmp_path):
+    from seed.config import load_config
+    from seed.train.components import build_components
+    from seed.train.metrics import read_metrics
+    from seed.train.pipeline import eval_stage, train_stage
+
+    cfg = load_config("tiny", [f"run_dir={tmp_path}", "env.workers=2", "generation.workers=1", "train.updates=1",
+                               "distill.kind=seed", "distill.skill_source=policy", "distill.analyzer_max_new_tokens=8"])
+    comps = build_components(cfg)
+    assert train_stage(comps) == 1
+    row = [r for r in read_metrics(tmp_path) if r["update"] == 1][0]
+    assert row["rollout/dropped_episodes"] == 0 and row["train/samples"] > 0
+    assert comps.remote.pushes >= 1
+    results = eval_stage(comps, "final")
+    assert all(r["overall"]["n"] == cfg.eval.episodes for r in results.values())
+    comps.remote.close()

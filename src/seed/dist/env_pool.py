@@ -83,17 +83,21 @@ class RayEnvPool:
     """Envs in `workers` Ray actors; one batched remote call per actor per turn."""
 
     def __init__(self, env_factory: Callable[[], Env], workers: int, step_timeout: float = 60.0,
-                 ray_address: str | None = None):
+                 ray_address: str | None = None, startup_timeout: float = 300.0):
         from seed.dist.ray_utils import cpus_per_worker, init_ray
 
         self.ray = init_ray(ray_address)
-        self.env_factory, self.step_timeout = env_factory, step_timeout
+        self.env_factory, self.step_timeout, self.startup_timeout = env_factory, step_timeout, startup_timeout
         self._actor_cls = self.ray.remote(num_cpus=cpus_per_worker(workers))(EnvWorker)
-        self.actors = [self._spawn() for _ in range(workers)]
+        self.actors = [self._actor_cls.remote(env_factory) for _ in range(workers)]
+        self.ray.get([a.pid.remote() for a in self.actors], timeout=startup_timeout)  # started, before any clock
         self.restarts = 0
 
     def _spawn(self):
-        return self._actor_cls.remote(self.env_factory)
+        """A replacement actor, waited for: its start-up is not charged to the next call's step timeout."""
+        actor = self._actor_cls.remote(self.env_factory)
+        self.ray.get(actor.pid.remote(), timeout=self.startup_timeout)
+        return actor
 
     def _batched(self, method: str, calls: list[tuple[int, Any]]) -> list:
         ray = self.ray

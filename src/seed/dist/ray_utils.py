@@ -1,6 +1,7 @@
 """Ray start-up in one place: an existing cluster (`address`) or a local one sized to this machine."""
 from __future__ import annotations
 
+import math
 import os
 
 
@@ -19,8 +20,10 @@ def init_ray(address: str | None = None):
 
 
 def cpus_per_worker(workers: int) -> float:
-    """Fractional CPUs so that `workers` actors always fit on the cluster (a local one has os.cpu_count())."""
+    """CPUs to reserve per actor so that `workers` more actors fit in what the cluster has left (a local cluster
+    has os.cpu_count(); env and generation actors share it): at most 1, fractional when short, 0 when none is left.
+    Reserving spreads actors over a multi-node cluster; it never leaves one pending."""
     import ray
 
-    total = ray.cluster_resources().get("CPU", os.cpu_count() or 1)
-    return min(1.0, total / max(1, workers))
+    free = ray.available_resources().get("CPU", 0.0)
+    return math.floor(min(1.0, free / max(1, workers)) * 1e4) / 1e4  # Ray counts resources in 1e-4 units
