@@ -77,6 +77,7 @@ def test_a_run_trains_in_two_fsdp_processes_and_resumes_in_one(tmp_path):
     rows = [r for r in read_metrics(run) if r["update"] > 0]
     assert [r["update"] for r in rows] == [1, 2] and all(r["train/samples"] > 0 for r in rows)
     assert all(r["distill/skill_rate"] == 1.0 for r in rows)  # rank 0's distillation reached every rank's update
+    assert latest_checkpoint(run).name == "update_00002.dcp"  # sharded, one shard per rank
     state = load_checkpoint(latest_checkpoint(run))
     assert state["update"] == 2 and isinstance(next(iter(state["optimizer"]["state"])), int)
     single = load_config("tiny", [f"run_dir={run}", "train.updates=3", "distill.kind=seed",
@@ -90,3 +91,23 @@ def test_data_parallel_training_rejects_what_it_does_not_support():
 
     with pytest.raises(ConfigError, match="distill.teacher_weights"):
         load_config("tiny", ["dist.train_processes=2", "distill.teacher_weights=ema"])
+
+
+def test_export_merges_lora_into_a_plain_hugging_face_folder(tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    from seed.cli import main
+    from seed.train.pipeline import train_stage
+
+    run = tmp_path / "run"
+    cfg = load_config("tiny", [f"run_dir={run}", "train.updates=1", "algo.lr=1e-2",
+                               "model.lora={r: 4, lora_alpha: 8, target_modules: [q_proj, v_proj]}"])
+    comps = build_components(cfg)
+    train_stage(comps)
+    assert main(["export", str(run), str(tmp_path / "hf")]) == 0
+    plain = AutoModelForCausalLM.from_pretrained(tmp_path / "hf")
+    assert not any("lora" in n for n, _ in plain.named_parameters())
+    ids = torch.tensor([comps.tokenizer.encode("push the box onto the target")])
+    comps.policy.model.eval()
+    with torch.no_grad():
+        assert torch.allclose(plain(input_ids=ids).logits, comps.policy.model(input_ids=ids).logits, atol=1e-4)

@@ -111,6 +111,24 @@ def cmd_report(args) -> None:
             print(f"  {delta:+.3f}  {tok!r:<20} step {step}")
 
 
+def cmd_export(args) -> None:
+    """A run's checkpoint (single-process or sharded) as a plain Hugging Face folder, LoRA merged."""
+    from seed.config import load_config
+    from seed.dist.fsdp import export_hf
+    from seed.models import load_model, load_tokenizer
+    from seed.train.checkpoint import latest_checkpoint, load_checkpoint
+
+    run_dir = Path(args.run_dir)
+    cfg = load_config(run_dir / "config.yaml")
+    ckpt = Path(args.checkpoint) if args.checkpoint else latest_checkpoint(run_dir)
+    if ckpt is None:
+        raise SystemExit(f"seed: no checkpoint under {run_dir / 'checkpoints'}")
+    tok = load_tokenizer(cfg.model.name)
+    model = load_model(cfg.model.name, tok, lora=cfg.model.lora, seed=cfg.seed)
+    out = export_hf(model, tok, load_checkpoint(ckpt)["model"], Path(args.out_dir))
+    print(f"exported {ckpt} -> {out}")
+
+
 def cmd_envs(args) -> None:
     from seed.envs import available
 
@@ -172,6 +190,11 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("report", help="per-update table and the tokens the skills shifted most")
     p.add_argument("run_dir")
     p.set_defaults(fn=cmd_report)
+    p = sub.add_parser("export", help="a checkpoint as a plain Hugging Face folder (LoRA merged)")
+    p.add_argument("run_dir")
+    p.add_argument("out_dir")
+    p.add_argument("--checkpoint", default=None, help="a checkpoint file or .dcp folder (default: the latest)")
+    p.set_defaults(fn=cmd_export)
     p = sub.add_parser("envs", help="list environments")
     p.set_defaults(fn=cmd_envs)
     p = sub.add_parser("play", help="play an environment in the terminal")

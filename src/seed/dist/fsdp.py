@@ -93,8 +93,9 @@ def full_state_dict(model) -> dict[str, torch.Tensor]:
     return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
 
 
-def save_sharded(model, optimizer, path: Path, extra: dict | None = None) -> None:
-    """Each rank writes its shard of model + optimizer; the folder appears under its final name only when done."""
+def save_sharded(model, optimizer, path: Path, meta: dict | None = None) -> None:
+    """Each rank writes its shard of model + optimizer (torch.distributed.checkpoint); rank 0 adds `meta.pt` (update,
+    RNG, config, ... and the parameter names). The folder appears under its final name only when complete."""
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict
 
@@ -104,9 +105,11 @@ def save_sharded(model, optimizer, path: Path, extra: dict | None = None) -> Non
         shutil.rmtree(tmp)
     dist.barrier()
     model_sd, optim_sd = get_state_dict(model, optimizer)
-    dcp.save({"model": model_sd, "optimizer": optim_sd, **(extra or {})}, checkpoint_id=str(tmp))
+    dcp.save({"model": model_sd, "optimizer": optim_sd}, checkpoint_id=str(tmp))
     dist.barrier()
     if dist.get_rank() == 0:
+        names = [n for n, p in model.named_parameters() if p.requires_grad]
+        torch.save({**(meta or {}), "parameter_names": names}, tmp / "meta.pt")
         if path.exists():
             shutil.rmtree(path)
         os.replace(tmp, path)
@@ -114,7 +117,8 @@ def save_sharded(model, optimizer, path: Path, extra: dict | None = None) -> Non
 
 
 def load_sharded_into_one_process(path: Path) -> dict:
-    """A sharded checkpoint as one plain state dict ({"model": ..., "optimizer": ..., ...}), no process group."""
+    """A sharded checkpoint as the single-process one: {"model", "optimizer" (index-keyed), + meta}; no process
+    group needed."""
     import tempfile
 
     from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
@@ -122,7 +126,13 @@ def load_sharded_into_one_process(path: Path) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "full.pt"
         dcp_to_torch_save(str(path), str(out))
-        return torch.load(out, map_location="cpu", weights_only=False)
+        state = torch.load(out, map_location="cpu", weights_only=False)
+    meta_file = Path(path) / "meta.pt"
+    meta = torch.load(meta_file, map_location="cpu", weights_only=False) if meta_file.exists() else {}
+    names = meta.pop("parameter_names", None)
+    if names is not None:
+        state["optimizer"] = _by_index(state["optimizer"], names)
+    return {**meta, **state}
 
 
 def export_hf(model, tokenizer, state_dict: dict[str, torch.Tensor], out_dir: Path) -> Path:
@@ -166,8 +176,7 @@ class FSDPRanks:
     """`train`'s view of N FSDP2 processes: rank 0 rolls out, analyses, scores for the teacher and writes, on a
     full replica of the policy refreshed after every update (served by generation workers when configured);
     every rank trains its share of each mini-batch.
-    Checkpoints are the single-process format (full weights, index-keyed optimizer state): they resume in one
-    process or in N."""
+    Checkpoints are sharded folders; they resume in one process or in N."""
 
     def __init__(self):
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
@@ -215,14 +224,14 @@ class FSDPRanks:
         if self.is_main:
             components.remote.model.load_state_dict(full)
 
-    def checkpoint_state(self, components, optimizer) -> tuple[dict, dict]:
-        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict
+    def save_checkpoint(self, components, optimizer, run_dir: Path, update: int, meta: dict, keep: int) -> None:
+        """A sharded checkpoint (`checkpoints/update_N.dcp/`); it resumes in one process or in N."""
+        from seed.train.checkpoint import prune_checkpoints
 
-        model = components.policy.model
-        weights = full_state_dict(model)
-        optim = get_optimizer_state_dict(model, optimizer,
-                                         options=StateDictOptions(full_state_dict=True, cpu_offload=True))
-        return weights, (_by_index(optim, self.names) if self.is_main else {})
+        save_sharded(components.policy.model, optimizer, Path(run_dir) / "checkpoints" / f"update_{update:05d}.dcp",
+                     meta)
+        if self.is_main:
+            prune_checkpoints(run_dir, keep)
 
 
 def _train_rank(rank: int, world: int, config_path: str) -> None:

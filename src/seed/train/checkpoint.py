@@ -1,4 +1,8 @@
-"""Atomic checkpoints: model, optimizer, RNG, update index and config in one file, written via temp + rename."""
+"""Atomic checkpoints: model, optimizer, RNG, update index and config in one file, written via temp + rename.
+
+Data-parallel runs write `update_N.dcp/` folders instead (each rank its shard, seed.dist.fsdp.save_sharded); every
+reader here takes both, so any checkpoint resumes in one process.
+"""
 from __future__ import annotations
 
 import os
@@ -9,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-_NAME = re.compile(r"^update_(\d+)\.pt$")
+_NAME = re.compile(r"^update_(\d+)\.(pt|dcp)$")
 
 
 def rng_state() -> dict:
@@ -29,9 +33,15 @@ def save_checkpoint(run_dir: Path, update: int, payload: dict, keep: int = 2) ->
     tmp = folder / f".{path.name}.{os.getpid()}.tmp"
     torch.save(payload, tmp)
     os.replace(tmp, path)  # a reader sees the old file or the whole new one, never half of one
-    for old in list_checkpoints(run_dir)[:-keep]:
-        old.unlink(missing_ok=True)
+    prune_checkpoints(run_dir, keep)
     return path
+
+
+def prune_checkpoints(run_dir: Path, keep: int) -> None:
+    import shutil
+
+    for old in list_checkpoints(run_dir)[:-keep]:
+        shutil.rmtree(old) if old.is_dir() else old.unlink(missing_ok=True)
 
 
 def list_checkpoints(run_dir: Path) -> list[Path]:
@@ -48,4 +58,9 @@ def latest_checkpoint(run_dir: Path) -> Path | None:
 
 
 def load_checkpoint(path: Path) -> dict:
+    """A checkpoint as one plain dict (model, optimizer with index keys, rng, generator, update, ...)."""
+    if Path(path).is_dir():
+        from seed.dist.fsdp import load_sharded_into_one_process
+
+        return load_sharded_into_one_process(path)
     return torch.load(path, map_location="cpu", weights_only=False)

@@ -237,8 +237,9 @@ class SingleProcess:
     def after_update(self, components) -> None:
         pass
 
-    def checkpoint_state(self, components, optimizer) -> tuple[dict, dict]:
-        return components.policy.model.state_dict(), optimizer.state_dict()
+    def save_checkpoint(self, components, optimizer, run_dir: Path, update: int, meta: dict, keep: int) -> None:
+        save_checkpoint(run_dir, update, {"model": components.policy.model.state_dict(),
+                                          "optimizer": optimizer.state_dict(), **meta}, keep=keep)
 
 
 def train(components, progress_factory=None, ranks=None) -> int:
@@ -296,14 +297,10 @@ def train(components, progress_factory=None, ranks=None) -> int:
                           "train/samples": len(batch.samples), "memory/rss_mb": rss_mb(),
                           "train/tokens": sum(len(s.response_ids) for s in batch.samples)})
             metrics.log(done, stats)
-        if done % cfg.train.checkpoint_every == 0 or done == cfg.train.updates:
-            model_state, optimizer_state = ranks.checkpoint_state(components, optimizer)  # collective under FSDP
-            if main:
-                save_checkpoint(run_dir, done, {
-                    "model": model_state, "optimizer": optimizer_state, "rng": rng_state(),
-                    "generator": components.rollout_backend().generator.get_state(), "update": done,
-                    "config": cfg.to_dict(), "skills": _read_text(run_dir / "skills.jsonl")},
-                    keep=cfg.train.keep_checkpoints)
+        if done % cfg.train.checkpoint_every == 0 or done == cfg.train.updates:  # every rank takes part
+            meta = {"rng": rng_state(), "generator": components.rollout_backend().generator.get_state(),
+                    "update": done, "config": cfg.to_dict(), "skills": _read_text(run_dir / "skills.jsonl")}
+            ranks.save_checkpoint(components, optimizer, run_dir, done, meta, cfg.train.keep_checkpoints)
         if bar is not None:
             bar.update(1)
             bar.set_postfix(success=f"{stats['rollout/success']:.2f}", invalid=f"{stats['rollout/invalid_rate']:.2f}")
