@@ -151,7 +151,10 @@ def summarise(curves: dict, seeds: list[int], episodes_per_update: int) -> dict:
     for method, splits in table.items():
         hit = next((p for p in splits.get("all", []) if target is not None and p["mean"] >= target), None)
         reach[method] = hit["episodes"] if hit else None
-    return {"curves": table, "grpo_final_success": target, "episodes_to_reach_grpo_final": reach}
+    start = table["grpo"]["all"][0]["mean"] if target is not None else None
+    degenerate = target is not None and target <= start
+    return {"curves": table, "grpo_final_success": target, "episodes_to_reach_grpo_final": reach,
+            "grpo_final_at_or_below_start": degenerate}
 
 
 def print_tables(summary: dict) -> None:
@@ -160,13 +163,17 @@ def print_tables(summary: dict) -> None:
         updates = sorted({p["update"] for r in rows.values() for p in r})
         if not updates:
             continue
-        print(f"\n{split}: success (mean ± SE over seeds) by update")
+        n_seeds = len(next(iter(rows.values()))[0]["per_seed"]) if any(rows.values()) else 0
+        print(f"\n{split}: success (mean ± SE over {n_seeds} seed{'s' if n_seeds != 1 else ''}; one seed has no SE)"
+              f" by update" if n_seeds == 1 else f"\n{split}: success (mean ± SE over {n_seeds} seeds) by update")
         print(f"{'method':<8}" + "".join(f"{u:>15}" for u in updates))
         for method, points in rows.items():
             by_u = {p["update"]: p for p in points}
             print(f"{method:<8}" + "".join(f"{by_u[u]['mean']:>9.3f} ±{by_u[u]['se']:.3f}" if u in by_u else
                                            f"{'—':>15}" for u in updates))
     print(f"\nGRPO's final success (both panels): {summary['grpo_final_success']}")
+    if summary["grpo_final_at_or_below_start"]:
+        print("  (GRPO ended at or below the start point: every method 'reaches' it at update 0)")
     for method, eps in summary["episodes_to_reach_grpo_final"].items():
         print(f"  {method:<8} reaches it after {eps if eps is not None else 'not within the budget'}"
               f"{' training episodes' if eps is not None else ''}")
