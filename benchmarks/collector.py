@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
-import subprocess
 import time
 from pathlib import Path
 
 from seed.config import load_config
 from seed.train.components import build_components
 from seed.train.pipeline import load_latest_weights
+from provenance import provenance  # benchmarks/provenance.py (scripts run from this folder)
 
 
 def main() -> None:
@@ -57,11 +56,7 @@ def main() -> None:
     print(f"compacting / lockstep throughput: {ratio:.2f}x (target >= 1.3x)")
     out = Path(__file__).parent / "results" / "collector.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
-    out.write_text(json.dumps({"command": "python benchmarks/collector.py " + " ".join(
-        f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items()), "git_commit": commit, "machine": {
-        "platform": platform.platform(), "processor": platform.processor(), "cpus": __import__("os").cpu_count()},
-        "config": cfg.to_dict(), "results": rows, "throughput_ratio": ratio}, indent=2))
+    out.write_text(json.dumps({**provenance(), "config": cfg.to_dict(), "results": rows, "throughput_ratio": ratio}, indent=2))
     print(f"wrote {out}")
 
 

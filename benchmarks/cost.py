@@ -17,10 +17,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import os
-import platform
 import resource
-import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -30,6 +27,7 @@ from seed.train.checkpoint import latest_checkpoint, load_checkpoint
 from seed.train.components import build_components
 from seed.train.distill import DistillStage
 from seed.train.rl import compute_advantages, make_optimizer, policy_update, task_seeds_for_update
+from provenance import provenance  # benchmarks/provenance.py (scripts run from this folder)
 
 
 def peak_rss_mb() -> float:
@@ -98,11 +96,8 @@ def main() -> None:
           f"skill rate {best['seed'].get('skill_rate', 0):.2f}")
     out = Path(__file__).parent / "results" / "cost.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     out.write_text(json.dumps({
-        "command": "python benchmarks/cost.py " + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items()),
-        "git_commit": commit,
-        "machine": {"platform": platform.platform(), "processor": platform.processor(), "cpus": os.cpu_count()},
+        **provenance(),
         "config": cfg.to_dict(), "batch": {"episodes": len(episodes), "steps": len(base.samples), "tokens": tokens},
         "runs": runs, "best": best, "seed_grpo_time_ratio": ratio}, indent=2))
     print(f"wrote {out}")

@@ -13,16 +13,13 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import os
-import platform
 import random
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 from seed.dist import EnvFault, LocalEnvPool, RayEnvPool
 from seed.envs import make
+from provenance import provenance  # benchmarks/provenance.py (scripts run from this folder)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -78,11 +75,8 @@ def main() -> None:
         r["ratio_vs_in_process"] = r["steps_per_second"] / base
         print(f"{name:<12}{r['env_steps']:>10}{r['seconds']:>9.1f}{r['steps_per_second']:>9.1f}"
               f"{r['ratio_vs_in_process']:>14.2f}x")
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
     out = ROOT / "benchmarks" / "results" / "env_workers.json"
-    out.write_text(json.dumps({"command": " ".join([Path(sys.executable).name, *sys.argv]), "git_commit": commit,
-                               "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
-                               "settings": vars(args), "results": rows}, indent=2))
+    out.write_text(json.dumps({**provenance(), "settings": vars(args), "results": rows}, indent=2))
     print(f"wrote {out}")
 
 

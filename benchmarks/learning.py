@@ -24,13 +24,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
-import platform
 import shutil
-import subprocess
-import sys
 import time
 from pathlib import Path
+from provenance import provenance  # benchmarks/provenance.py (scripts run from this folder)
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -236,11 +233,8 @@ def main() -> None:
                         cfg.rollout.tasks_per_update * cfg.rollout.group_size)
     print_tables(summary)
     RESULTS.mkdir(parents=True, exist_ok=True)
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
     record = {
-        "command": " ".join([Path(sys.executable).name, *sys.argv]),
-        "git_commit": commit,
-        "machine": {"platform": platform.platform(), "processor": platform.processor(), "cpus": os.cpu_count()},
+        **provenance(),
         "config": cfg.to_dict(), "methods": {m: METHODS[m] for m in args.methods}, "seeds": args.seeds,
         "updates": args.updates, "eval_every": args.eval_every, "eval_episodes_per_split": args.eval_episodes,
         "wall_seconds_this_invocation": time.time() - t0, **summary,

@@ -12,10 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 
@@ -23,6 +20,7 @@ from seed.config import load_config
 from seed.train.components import build_components
 from seed.train.metrics import read_metrics
 from seed.train.pipeline import train_stage
+from provenance import provenance  # benchmarks/provenance.py (scripts run from this folder)
 
 
 def slope(xs: list[float], ys: list[float]) -> float:
@@ -56,11 +54,8 @@ def main() -> None:
         print(f"{int(x):>6}{y:>9.0f}")
     print(f"RSS slope over updates 2..{int(xs[-1])}: {fit:+.2f} MB/update (first {ys[0]:.0f} MB, last {ys[-1]:.0f} MB)")
     out = Path(__file__).parent / "results" / "memory.json"
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     out.write_text(json.dumps({
-        "command": "python benchmarks/memory.py " + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items()),
-        "git_commit": commit,
-        "machine": {"platform": platform.platform(), "processor": platform.processor(), "cpus": os.cpu_count()},
+        **provenance(),
         "config": cfg.to_dict(), "rss_mb_by_update": dict(zip(map(int, xs), ys)), "slope_mb_per_update": fit}, indent=2))
     print(f"wrote {out}")
 

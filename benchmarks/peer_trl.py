@@ -17,11 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -37,6 +33,7 @@ from seed.rollout.types import Episode, StepSample, StepState
 from seed.train.checkpoint import latest_checkpoint, load_checkpoint
 from seed.train.components import build_components
 from seed.train.rl import compute_advantages, make_optimizer, policy_update
+from provenance import provenance  # benchmarks/provenance.py (scripts run from this folder)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -175,9 +172,7 @@ def main() -> None:
     import trl
     import transformers
 
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
-    record = {"command": " ".join([Path(sys.executable).name, *sys.argv]), "git_commit": commit,
-              "machine": {"platform": platform.platform(), "processor": platform.processor(), "cpus": os.cpu_count()},
+    record = {**provenance(),
               "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
                            "trl": trl.__version__},
               "settings": vars(args), "trl_over_seed_seconds_ratio": ratio, **results}

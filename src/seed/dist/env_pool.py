@@ -14,6 +14,7 @@ rebuilt on their next reset.
 from __future__ import annotations
 
 import logging
+import os
 import traceback
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -74,8 +75,6 @@ class EnvWorker:
         return self.pool.step(calls)
 
     def pid(self) -> int:
-        import os
-
         return os.getpid()
 
 

@@ -31,7 +31,9 @@ class GenerationWorker:
             self.backend = HFBackend(model, self.tokenizer, device=device, precision=precision, seed=seed)
 
     def load_weights(self, state_dict: dict) -> None:
-        self.backend.load_weights(state_dict) if hasattr(self.backend, "load_weights") else \
+        if hasattr(self.backend, "load_weights"):  # vLLM loads in place
+            self.backend.load_weights(state_dict)
+        else:
             self.backend.model.load_state_dict(state_dict)
 
     def generate(self, prompts: list[list[int]], sampling: Sampling, batch_size: int) -> list[Generation]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import random
 import re
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -38,8 +39,6 @@ def save_checkpoint(run_dir: Path, update: int, payload: dict, keep: int = 2) ->
 
 
 def prune_checkpoints(run_dir: Path, keep: int) -> None:
-    import shutil
-
     for old in list_checkpoints(run_dir)[:-keep]:
         shutil.rmtree(old) if old.is_dir() else old.unlink(missing_ok=True)
 

@@ -36,7 +36,7 @@ class DistillStage:
             self.analyzer = LibraryAnalyzer(d.library_path)
         self.teacher_backend = self._teacher_backend()
 
-    def _teacher_backend(self) -> HFBackend:
+    def _teacher_backend(self):
         c, d = self.c, self.c.cfg.distill
         if d.teacher_weights == "live":  # SEED: the rollout weights themselves (scored before the update)
             return c.rollout_backend()

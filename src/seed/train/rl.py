@@ -101,12 +101,11 @@ def policy_update(components, optimizer, batch: Batch, dp=None) -> dict:
         micros = prompt_sharing_batches([prompts[i] for i in chunk], [responses[i] for i in chunk], a.token_budget)
         for micro, scale in (dp.share(micros) if dp is not None else [(m, 1.0) for m in micros]):
             idx = [chunk[j] for j in micro]
-            counted = 1.0 if scale else 0.0  # padding micro-batches (scale 0) add nothing to the stats
             logp, mask, ent = policy.forward_logps([prompts[i] for i in idx], [responses[i] for i in idx],
                                                    with_entropy=a.entropy_coef > 0)
             old = _pad([old_logps[i] for i in idx], logp) if old_logps is not None else logp.detach()
             adv = batch.advantages[idx].to(logp.device)
-            opd_term, opd_weight = None, 0.0
+            opd_term, opd_weight, o_stats = None, 0.0, None
             if teacher is not None and d.kind != "none":
                 has_skill = torch.tensor([teacher[i] is not None for i in idx], dtype=mask.dtype)
                 opd_mask = mask * has_skill[:, None].to(mask.device)
@@ -116,10 +115,6 @@ def policy_update(components, optimizer, batch: Batch, dp=None) -> dict:
                 elif d.kind in OPD_KINDS and opd_mask.sum() > 0:
                     opd_term, o_stats = opd_loss(logp, t_lp, opd_mask, kind=d.kind, beta=d.beta, old_logp=old)
                     opd_weight = o_stats["active_tokens"] / max(1, total_active)  # token-mean over active tokens
-                    for k in ("delta_mean", "gate_mean"):
-                        opd_sums[k] += counted * o_stats[k] * o_stats["active_tokens"]
-                    opd_sums["active_tokens"] += counted * o_stats["active_tokens"]
-                    opd_sums["opd_loss"] += counted * opd_term.item() * opd_weight / n_steps
             pg, pg_stats = ppo_clip_loss(logp, old, adv, mask, clip=a.clip)
             loss = pg
             kl = torch.zeros(())
@@ -141,6 +136,11 @@ def policy_update(components, optimizer, batch: Batch, dp=None) -> dict:
             for k, v in (("loss", loss), ("pg_loss", pg), ("kl", kl), ("entropy", entropy)):
                 sums[k] += v.item() * share
             sums["clip_frac"] += pg_stats["clip_frac"] * share
+            if o_stats is not None:
+                for k in ("delta_mean", "gate_mean"):
+                    opd_sums[k] += o_stats[k] * o_stats["active_tokens"]
+                opd_sums["active_tokens"] += o_stats["active_tokens"]
+                opd_sums["opd_loss"] += opd_term.item() * opd_weight / n_steps
         if dp is not None:
             finite = dp.all_true(finite)
         if not finite:  # NaN/inf: skip this optimizer step and say so
