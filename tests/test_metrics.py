@@ -4,7 +4,7 @@ import sys
 import pytest
 import torch
 
-from seed.train.metrics import rss_mb
+from seed.train.metrics import rss_mb, trim_heap
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
@@ -15,3 +15,15 @@ def test_rss_gauge_sees_an_allocation_and_its_release():
     del block
     assert during - before > 200
     assert rss_mb() < during - 200
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc; malloc_trim is glibc's")
+def test_trim_heap_returns_freed_blocks_that_free_alone_keeps_resident():
+    blocks = [torch.ones(16 * 1024) for _ in range(4000)]  # 250 MB in 64 KB blocks: inside the C heap
+    survivor = blocks[-1]  # keeps the heap's top in use, so free() alone cannot shrink it
+    full = rss_mb()
+    del blocks
+    assert rss_mb() > full - 50  # freed, still resident
+    assert trim_heap()
+    assert rss_mb() < full - 200
+    assert survivor.sum() == 16 * 1024

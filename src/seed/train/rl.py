@@ -24,7 +24,7 @@ from seed.algos import OPD_KINDS, gigpo_advantages, grpo_advantages, kl_k3, mask
 from seed.models.backend import prompt_sharing_batches
 from seed.rollout.types import Episode, StepSample
 from seed.train.checkpoint import latest_checkpoint, load_checkpoint, rng_state, save_checkpoint, set_rng_state
-from seed.train.metrics import MetricsLogger, rss_mb
+from seed.train.metrics import MetricsLogger, rss_mb, trim_heap
 
 log = logging.getLogger(__name__)
 
@@ -294,8 +294,12 @@ def train(components, progress_factory=None, ranks=None) -> int:
         if main:
             stats.update(rollout_stats(episodes))
             stats.update({"time/update": time.perf_counter() - t1, "time/total": time.perf_counter() - t0,
-                          "train/samples": len(batch.samples), "memory/rss_mb": rss_mb(),
+                          "train/samples": len(batch.samples),
                           "train/tokens": sum(len(s.response_ids) for s in batch.samples)})
+        del episodes, batch
+        trim_heap()  # this update's tensors are gone: their pages go back to the OS, so RSS stays flat
+        if main:
+            stats["memory/rss_mb"] = rss_mb()
             metrics.log(done, stats)
         if done % cfg.train.checkpoint_every == 0 or done == cfg.train.updates:  # every rank takes part
             meta = {"rng": rng_state(), "generator": components.rollout_backend().generator.get_state(),
