@@ -2,6 +2,7 @@
 import torch
 
 from seed.models import HFBackend, Sampling, load_model, prompt_sharing_batches, token_budget_batches
+from seed.models.backend import _prefix_stages, length_buckets
 
 
 def _backend(tokenizer, precision="fp32"):
@@ -27,6 +28,27 @@ def test_finished_rows_leave_the_batch_without_changing_the_others(tokenizer):
     stop = tokenizer.decode(first.ids[:1])
     together = b.generate(prompts, Sampling(greedy=True, max_new_tokens=8, stop=(stop,) if stop.strip() else ("zzzz",)))
     assert together[1].ids == alone.ids
+
+
+def test_prompts_prefilled_in_length_buckets_decode_as_they_do_alone(tokenizer):
+    b = _backend(tokenizer)
+    prompts = [tokenizer.encode(" ".join(["word"] * n)) for n in (3, 40, 12, 41)]
+    assert len(length_buckets([len(p) for p in prompts])) == 3  # 3 | 12 | 40, 41: the batch really is split
+    greedy = Sampling(greedy=True, max_new_tokens=10, stop=("zzzz",))
+    together = b.generate(prompts, greedy)
+    for p, g in zip(prompts, together):
+        alone = b.generate([p], greedy)[0]
+        assert g.ids == alone.ids
+        assert torch.allclose(torch.tensor(g.logps), torch.tensor(alone.logps), atol=1e-5)
+
+
+def test_length_buckets_bound_padding_and_cover_every_row():
+    lengths = [800, 250, 810, 460, 255, 825, 580]
+    buckets = length_buckets(lengths, max_padding=0.1)
+    assert sorted(i for b in buckets for i in b) == list(range(len(lengths)))
+    assert [[lengths[i] for i in b] for b in buckets] == [[250, 255], [460], [580], [800, 810, 825]]
+    for b in buckets:
+        assert len(b) * max(lengths[i] for i in b) <= 1.1 * sum(lengths[i] for i in b)
 
 
 def test_bf16_generation_copy_follows_optimizer_steps(tokenizer):
@@ -93,6 +115,31 @@ def test_shared_prompt_forward_equals_full_forwards_in_value_and_gradient(tokeni
     full_logp, full_mask, full_ent = b.forward_logps_full(prompts, responses, with_entropy=True)  # batched plain path
     assert torch.equal(full_mask, mask)
     assert torch.allclose(full_logp, logp.detach(), atol=1e-5) and torch.allclose(full_ent, ent.detach(), atol=1e-4)
+
+
+def test_prompts_sharing_a_longer_prefix_in_groups_score_as_full_forwards(tokenizer):
+    b = _backend(tokenizer)
+    head = tokenizer.encode("system: you push boxes.")
+    skill = tokenizer.encode(" skill: push the box down first, then walk around it and push it left twice")
+    assert len(skill) >= 16  # long enough to form a group stage
+    prompts = [head + skill + tokenizer.encode(" step one"), head + skill + tokenizer.encode(" step two, box up"),
+               head + tokenizer.encode(" no skill here"), head + skill[:-3] + tokenizer.encode(" other")]
+    stages = _prefix_stages(prompts, len(head))
+    # the shared head; one row per group (the two full-skill prompts) and per loner (14 shared tokens < 16); tails
+    assert [len(segments) for segments, _ in stages] == [1, 3, 4]
+    assert sorted(len(segment) for segment in stages[1][0]) == [0, 0, 18]
+    responses = [tokenizer.encode(" <action>left</action>"), tokenizer.encode(" up up"), tokenizer.encode(" down"),
+                 tokenizer.encode(" right")]
+    logp, mask, _ = b.forward_logps(prompts, responses)
+    (logp * mask).sum().backward()
+    fast_grads = [p.grad.clone() for p in b.model.parameters()]
+    b.model.zero_grad()
+    reference = _full_forward_logps(b.model, prompts, responses)
+    sum(r.sum() for r in reference).backward()
+    for row, (r, ref) in enumerate(zip(responses, reference)):
+        assert torch.allclose(logp[row, :len(r)], ref, atol=1e-5)
+    for fast, p in zip(fast_grads, b.model.parameters()):
+        assert torch.allclose(fast, p.grad, atol=1e-5, rtol=1e-4)
 
 
 def test_prompt_sharing_batches_keep_identical_prompts_together_within_budget():

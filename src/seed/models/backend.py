@@ -14,6 +14,9 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from transformers.cache_utils import DynamicCache, DynamicLayer
+
+from seed.models.kv_cache import merge_left_padded, reserve_decode_cache
 from seed.models.load import autocast_dtype
 
 
@@ -60,6 +63,11 @@ class HFBackend:
         self._gen_model = None
         self._gen_version = -1
         self.plain_forward = False  # True under FSDP: every scoring call is one forward of the root module
+        # Decoding engine switches (both exact; benchmarks/decoding.py measures them against the plain path):
+        self.prefill_padding: float | None = 0.1  # prefill in length buckets with at most this padding; None: one
+        self.reserve_kv = True  # decode into reserved K/V storage instead of concatenating on every step
+        # Scoring: prompts sharing at least this many tokens beyond the common prefix run them once; None: off
+        self.group_prefix_tokens: int | None = 16
 
     def generation_model(self):
         """The model decoding runs on. Under bf16 autocast on CPU that is a bf16 copy of the weights, kept in
@@ -96,27 +104,30 @@ class HFBackend:
         was_training = model.training
         model.eval()
         n = len(prompts)
-        width = max(len(p) for p in prompts)
-        pad = tok.pad_token_id
-        input_ids = torch.full((n, width), pad, dtype=torch.long)
-        attn = torch.zeros((n, width), dtype=torch.long)
-        for r, p in enumerate(prompts):  # left padding
-            input_ids[r, width - len(p):] = torch.tensor(p)
-            attn[r, width - len(p):] = 1
-        input_ids, attn = input_ids.to(self.device), attn.to(self.device)
-        position_ids = (attn.cumsum(-1) - 1).clamp_min(0)
-
-        alive = list(range(n))  # original row of each live batch row
+        lengths = [len(p) for p in prompts]
+        bucketed = self.prefill_padding is not None and _full_attention_only(model)
+        buckets = length_buckets(lengths, self.prefill_padding) if bucketed else [list(range(n))]
+        alive = [r for bucket in buckets for r in bucket]  # original row of each live batch row
         gen_ids: list[list[int]] = [[] for _ in range(n)]
         gen_logps: list[list[float]] = [[] for _ in range(n)]
         stopped = [False] * n
         eos = {tok.eos_token_id} | ({model.config.eos_token_id} if isinstance(model.config.eos_token_id, int) else set())
-        with self.autocast():
-            res = model(input_ids=input_ids, attention_mask=attn, position_ids=position_ids, use_cache=True,
-                        logits_to_keep=1)
-        cache, logits = _cache_of(res), res.logits[:, -1, :].float()
+        # prefill each length bucket on its own (no work on padding), then decode all rows as one batch
+        caches, logits = zip(*[self._prefill(model, [prompts[r] for r in bucket]) for bucket in buckets])
+        widths = [max(lengths[r] for r in bucket) for bucket in buckets]
+        if len(buckets) > 1:
+            cache = merge_left_padded(caches, widths, sampling.max_new_tokens)
+        elif self.reserve_kv:
+            cache = reserve_decode_cache(caches[0], sampling.max_new_tokens)
+        else:
+            cache = caches[0]
+        logits = torch.cat(logits)
+        width = max(widths)
+        attn = torch.zeros((n, width), dtype=torch.long, device=self.device)
+        for b, r in enumerate(alive):  # left padding
+            attn[b, width - lengths[r]:] = 1
+        next_pos = torch.tensor([lengths[r] for r in alive], device=self.device)
         cache_kw = _cache_keyword(model)
-        next_pos = position_ids[:, -1] + 1
         for _ in range(sampling.max_new_tokens):
             logp = torch.log_softmax(logits, dim=-1)
             if sampling.greedy or sampling.temperature <= 0:
@@ -156,15 +167,32 @@ class HFBackend:
         return [Generation(gen_ids[r], gen_logps[r], tok.decode(gen_ids[r], skip_special_tokens=True), stopped[r])
                 for r in range(n)]
 
+    def _prefill(self, model, prompts: list[list[int]]):
+        """One forward over left-padded prompts; returns the KV cache and each row's next-token logits."""
+        width = max(len(p) for p in prompts)
+        input_ids = torch.full((len(prompts), width), self.tokenizer.pad_token_id, dtype=torch.long)
+        attn = torch.zeros((len(prompts), width), dtype=torch.long)
+        for r, p in enumerate(prompts):
+            input_ids[r, width - len(p):] = torch.tensor(p)
+            attn[r, width - len(p):] = 1
+        input_ids, attn = input_ids.to(self.device), attn.to(self.device)
+        position_ids = (attn.cumsum(-1) - 1).clamp_min(0)
+        with self.autocast():
+            res = model(input_ids=input_ids, attention_mask=attn, position_ids=position_ids, use_cache=True,
+                        logits_to_keep=1)
+        return _cache_of(res), res.logits[:, -1, :].float()
+
     def forward_logps(self, prompts: list[list[int]], responses: list[list[int]], with_entropy: bool = False):
         """Per-token log-probs of `responses` given `prompts`, as a padded [batch, max_response] tensor (+ mask).
 
-        Runs under the current grad mode. Every distinct prompt token is processed once per call: the prefix that
-        all prompts share is run for one row, each distinct prompt's remainder for one row, and the K/V of a
-        segment are gathered for every row that continues it (gradients flow back through the gather and add
-        up). The numbers are those of one forward over each full sequence; the work shrinks by the repeated prompt
-        tokens, which matter on CPU: prompts are ~90% of the tokens, all share the chat/instruction prefix, and a
-        group's episodes often revisit a state (about a third of the prompts in a default-config batch).
+        Runs under the current grad mode. Repeated prompt tokens are processed once per call: the prefix that all
+        prompts share is run for one row, a longer prefix that several prompts share (an episode's skill block
+        under the teacher prompt; a group's common first steps) for one row per such group, each distinct
+        prompt's remainder for one row, and the K/V of a segment are gathered for every row that continues it
+        (gradients flow back through the gather and add up). The numbers are those of one forward over each full
+        sequence; the work shrinks by the repeated prompt tokens, which matter on CPU: prompts are ~90% of the
+        tokens, all share the chat/instruction prefix, and a group's episodes often revisit a state (about a
+        third of the prompts in a default-config batch).
         """
         if self.plain_forward:
             return self.forward_logps_full(prompts, responses, with_entropy)
@@ -182,13 +210,14 @@ class HFBackend:
         shared = _common_prefix_length(uniq, limit=min(len(p) for p in uniq) - 1)  # each remainder keeps >= 1 token
         decoder = self.model.get_decoder()
         with self.autocast():
-            cache, attn, lens = None, None, None
-            if shared:
-                _, cache, attn, lens = self._extend(decoder, [uniq[0][:shared]], cache, attn, lens)
-                cache.batch_select_indices(torch.zeros(len(uniq), dtype=torch.long, device=self.device))
-                attn, lens = attn.expand(len(uniq), -1), lens.expand(len(uniq))
-            tails = [p[shared:] for p in uniq]
-            hidden, cache, attn, lens = self._extend(decoder, tails, cache, attn, lens)
+            cache, attn, lens, hidden = None, None, None, None
+            for segments, parent in _prefix_stages(uniq, shared, self.group_prefix_tokens):
+                if cache is not None:  # every row continues a row of the previous stage
+                    index = torch.tensor(parent, device=self.device)
+                    cache.batch_select_indices(index)
+                    attn, lens = attn[index], lens[index]
+                hidden, cache, attn, lens = self._extend(decoder, segments, cache, attn, lens)
+            tails = segments
             last_prompt = hidden[torch.arange(len(uniq)), torch.tensor([len(t) - 1 for t in tails])]
             # response token 0 is predicted from the last prompt position, token k from response position k-1
             first = last_prompt[of_row]
@@ -279,6 +308,59 @@ class HFBackend:
         if was_training:
             self.model.train()
         return out
+
+
+def length_buckets(lengths: list[int], max_padding: float = 0.1) -> list[list[int]]:
+    """Indices grouped by length (ascending) so that each group's padded size, rows x longest, exceeds its real
+    tokens by at most `max_padding`: prompts of an analysis batch range from ~250 to ~850 tokens, and a single
+    left-padded prefill spends 15-30% of its work on padding."""
+    groups: list[list[int]] = []
+    real = 0
+    for i in sorted(range(len(lengths)), key=lambda i: lengths[i]):
+        if groups and (len(groups[-1]) + 1) * lengths[i] <= (1 + max_padding) * (real + lengths[i]):
+            groups[-1].append(i)
+            real += lengths[i]
+        else:
+            groups.append([i])
+            real = lengths[i]
+    return groups
+
+
+def _full_attention_only(model) -> bool:
+    """Whether every layer caches plain full-attention K/V, which buckets can be merged for (not sliding windows)."""
+    return all(type(layer) is DynamicLayer for layer in DynamicCache(config=model.config).layers)
+
+
+def _prefix_stages(uniq: list[list[int]], shared: int,
+                   min_gain: int | None = 16) -> list[tuple[list[list[int]], list[int]]]:
+    """The segments `forward_logps` runs, stage by stage, each row with the index of the previous stage's row it
+    continues: the common prefix (one row); then, where prompts fall into groups sharing at least `min_gain`
+    more tokens (None: never), each group's extra prefix (one row per group, empty for prompts in no group);
+    then every prompt's remainder (>= 1 token each)."""
+    stages = [([uniq[0][:shared]], [])] if shared else []
+    if min_gain is None:
+        return stages + [([p[shared:] for p in uniq], [0] * len(uniq))]
+    groups: list[list[int]] = []  # members, in lexicographic order: a group's common prefix is first vs last's
+    for u in sorted(range(len(uniq)), key=lambda u: uniq[u]):
+        first = uniq[groups[-1][0]] if groups else []
+        if groups and _common_prefix_length([first, uniq[u]], min(len(first), len(uniq[u])) - 1) >= shared + min_gain:
+            groups[-1].append(u)
+        else:
+            groups.append([u])
+    if not shared or all(len(g) == 1 for g in groups):  # (without a shared stage an empty segment has no context)
+        return stages + [([p[shared:] for p in uniq], [0] * len(uniq))]
+    ends, group_of = [shared] * len(uniq), [0] * len(uniq)
+    for gi, members in enumerate(groups):
+        if len(members) > 1:
+            first, last = uniq[members[0]], uniq[members[-1]]
+            end = _common_prefix_length([first, last], limit=min(len(uniq[m]) for m in members) - 1)
+            for m in members:
+                ends[m] = end
+        for m in members:
+            group_of[m] = gi
+    stages.append(([uniq[g[0]][shared:ends[g[0]]] for g in groups], [0] * len(groups)))
+    stages.append(([p[ends[u]:] for u, p in enumerate(uniq)], group_of))
+    return stages
 
 
 def _common_prefix_length(seqs: list[list[int]], limit: int) -> int:
