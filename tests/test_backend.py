@@ -119,6 +119,7 @@ def test_shared_prompt_forward_equals_full_forwards_in_value_and_gradient(tokeni
 
 def test_prompts_sharing_a_longer_prefix_in_groups_score_as_full_forwards(tokenizer):
     b = _backend(tokenizer)
+    b.group_prefix_tokens = 16
     head = tokenizer.encode("system: you push boxes.")
     skill = tokenizer.encode(" skill: push the box down first, then walk around it and push it left twice")
     assert len(skill) >= 16  # long enough to form a group stage

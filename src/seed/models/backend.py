@@ -63,11 +63,12 @@ class HFBackend:
         self._gen_model = None
         self._gen_version = -1
         self.plain_forward = False  # True under FSDP: every scoring call is one forward of the root module
-        # Decoding engine switches (both exact; benchmarks/decoding.py measures them against the plain path):
+        # Decoding engine switches (both exact; benchmarks/engine.py measures them against the plain path):
         self.prefill_padding: float | None = 0.1  # prefill in length buckets with at most this padding; None: one
         self.reserve_kv = True  # decode into reserved K/V storage instead of concatenating on every step
-        # Scoring: prompts sharing at least this many tokens beyond the common prefix run them once; None: off
-        self.group_prefix_tokens: int | None = 16
+        # Scoring: prompts sharing at least this many tokens beyond the common prefix run them once. Off (None):
+        # on the default batch it saved nothing in the re-score and cost 6% in the update (benchmarks/engine.py)
+        self.group_prefix_tokens: int | None = None
 
     def generation_model(self):
         """The model decoding runs on. Under bf16 autocast on CPU that is a bf16 copy of the weights, kept in
@@ -186,8 +187,8 @@ class HFBackend:
         """Per-token log-probs of `responses` given `prompts`, as a padded [batch, max_response] tensor (+ mask).
 
         Runs under the current grad mode. Repeated prompt tokens are processed once per call: the prefix that all
-        prompts share is run for one row, a longer prefix that several prompts share (an episode's skill block
-        under the teacher prompt; a group's common first steps) for one row per such group, each distinct
+        prompts share is run for one row, with `group_prefix_tokens` set a longer prefix that several prompts share
+        (an episode's skill block under the teacher prompt) for one row per such group, each distinct
         prompt's remainder for one row, and the K/V of a segment are gathered for every row that continues it
         (gradients flow back through the gather and add up). The numbers are those of one forward over each full
         sequence; the work shrinks by the repeated prompt tokens, which matter on CPU: prompts are ~90% of the
