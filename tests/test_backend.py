@@ -93,6 +93,19 @@ def _full_forward_logps(model, prompts, responses):
     return out
 
 
+def _assert_equals_full_forwards(b, prompts, responses, logp, mask):
+    """`logp` (from the shared-prompt path, with grad) matches one full forward per sequence in value and gradient."""
+    (logp * mask).sum().backward()
+    fast_grads = [p.grad.clone() for p in b.model.parameters()]
+    b.model.zero_grad()
+    reference = _full_forward_logps(b.model, prompts, responses)
+    sum(r.sum() for r in reference).backward()
+    for row, (r, ref) in enumerate(zip(responses, reference)):
+        assert torch.allclose(logp[row, :len(r)], ref, atol=1e-5)
+    for fast, p in zip(fast_grads, b.model.parameters()):
+        assert torch.allclose(fast, p.grad, atol=1e-5, rtol=1e-4)
+
+
 def test_shared_prompt_forward_equals_full_forwards_in_value_and_gradient(tokenizer):
     b = _backend(tokenizer)
     head = tokenizer.encode("system: you push boxes. user: step")
@@ -101,17 +114,10 @@ def test_shared_prompt_forward_equals_full_forwards_in_value_and_gradient(tokeni
     responses = [tokenizer.encode(" <action>left</action>"), tokenizer.encode(" up"),
                  tokenizer.encode(" <think>go</think> down"), [], tokenizer.encode(" right now")]
     logp, mask, ent = b.forward_logps(prompts, responses, with_entropy=True)
-    (logp * mask).sum().backward()
-    fast_grads = [p.grad.clone() for p in b.model.parameters()]
-    b.model.zero_grad()
-    reference = _full_forward_logps(b.model, prompts, responses)
-    sum(r.sum() for r in reference).backward()
-    for row, (r, ref) in enumerate(zip(responses, reference)):
+    _assert_equals_full_forwards(b, prompts, responses, logp, mask)
+    for row, r in enumerate(responses):
         assert mask[row].sum().item() == len(r)
-        assert torch.allclose(logp[row, :len(r)], ref, atol=1e-5)
     assert (ent[mask.bool()] > 0).all()
-    for fast, p in zip(fast_grads, b.model.parameters()):
-        assert torch.allclose(fast, p.grad, atol=1e-5, rtol=1e-4)
     full_logp, full_mask, full_ent = b.forward_logps_full(prompts, responses, with_entropy=True)  # batched plain path
     assert torch.equal(full_mask, mask)
     assert torch.allclose(full_logp, logp.detach(), atol=1e-5) and torch.allclose(full_ent, ent.detach(), atol=1e-4)
@@ -132,15 +138,7 @@ def test_prompts_sharing_a_longer_prefix_in_groups_score_as_full_forwards(tokeni
     responses = [tokenizer.encode(" <action>left</action>"), tokenizer.encode(" up up"), tokenizer.encode(" down"),
                  tokenizer.encode(" right")]
     logp, mask, _ = b.forward_logps(prompts, responses)
-    (logp * mask).sum().backward()
-    fast_grads = [p.grad.clone() for p in b.model.parameters()]
-    b.model.zero_grad()
-    reference = _full_forward_logps(b.model, prompts, responses)
-    sum(r.sum() for r in reference).backward()
-    for row, (r, ref) in enumerate(zip(responses, reference)):
-        assert torch.allclose(logp[row, :len(r)], ref, atol=1e-5)
-    for fast, p in zip(fast_grads, b.model.parameters()):
-        assert torch.allclose(fast, p.grad, atol=1e-5, rtol=1e-4)
+    _assert_equals_full_forwards(b, prompts, responses, logp, mask)
 
 
 def test_prompt_sharing_batches_keep_identical_prompts_together_within_budget():
