@@ -2,12 +2,12 @@
 
 PyTorch's CPU matmuls keep one compiled oneDNN kernel per distinct shape, in two caches (oneDNN's primitive
 cache, `ONEDNN_PRIMITIVE_CACHE_CAPACITY`, and ideep's, `LRU_CACHE_CAPACITY`; 1024 entries each by default). RL
-batches change shape every update, so the caches keep filling. `import seed` bounds both at 256 unless the user
+batches change shape every update, so the caches keep filling. `import seed` bounds both at 64 unless the user
 set them; this script measures why. Each setting runs in a fresh process (the variables are read once): SmolLM2
 samples a batch of random prompts, then scores it with a forward and backward and an AdamW step; the C heap is
 trimmed and RSS read after every iteration.
 
-    python benchmarks/kernel_caches.py [--iterations 16] [--capacities 1024 256 1]
+    python benchmarks/kernel_caches.py [--iterations 16] [--capacities 1024 256 64 16]
 
 Prints RSS slope (MB/iteration, after the first 3) and seconds per iteration for each capacity; writes
 benchmarks/results/kernel_caches.json.
@@ -55,7 +55,7 @@ def slope(xs: list[float], ys: list[float]) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--iterations", type=int, default=16)
-    ap.add_argument("--capacities", type=int, nargs="+", default=[1024, 256, 1])
+    ap.add_argument("--capacities", type=int, nargs="+", default=[1024, 256, 64, 16])
     args = ap.parse_args()
     results = {}
     for cap in args.capacities:

@@ -62,3 +62,21 @@ def test_step_skills_keep_shown_steps_only_up_to_the_limit():
     a = parse_analysis(raw, max_step_skills=4, num_steps=3)
     assert a.step_skills == {1: "Move left toward the box.", 2: "Push the box down now."}
     assert parse_analysis(raw, max_step_skills=1, num_steps=3).step_skills == {1: "Move left toward the box."}
+
+
+def test_policy_analyzer_decodes_each_distinct_prompt_once(tokenizer):
+    from seed.models import HFBackend, load_model
+    from seed.skills.sources import PolicyAnalyzer, chat_ids
+
+    backend = HFBackend(load_model("tiny-random", tokenizer), tokenizer, precision="fp32", seed=0)
+    decoded = []
+    generate = backend.generate
+    backend.generate = lambda prompts, sampling, batch_size=64: (decoded.extend(prompts),
+                                                                 generate(prompts, sampling, batch_size))[1]
+    analyzer = PolicyAnalyzer(backend, tokenizer, max_new_tokens=6, batch_size=8)
+    episodes = [_episode(2, won=True), _episode(3, won=False), _episode(2, won=True)]
+    results = analyzer.analyse(episodes)
+    assert len(decoded) == 2 and len(results) == 3
+    assert results[0][0] == results[2][0]  # the repeated episode gets the text of its twin
+    alone = generate([chat_ids(tokenizer, analysis_prompt(episodes[1])[0])], analyzer.sampling)[0]
+    assert results[1][0] == alone.text  # and the others stay in their place

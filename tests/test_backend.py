@@ -151,3 +151,19 @@ def test_prompt_sharing_batches_keep_identical_prompts_together_within_budget():
         assert len(g) == 1 or len(distinct) * max(len(prompts[i]) for i in g) + len(g) * 5 <= 130
     where = {i: k for k, g in enumerate(groups) for i in g}
     assert where[0] == where[2] == where[4] and where[1] == where[5] and len(groups) == 2
+
+
+def test_repeated_pairs_are_scored_once_with_their_own_numbers(tokenizer):
+    b = _backend(tokenizer)
+    p1, p2 = tokenizer.encode("state one"), tokenizer.encode("state two, box left")
+    r1, r2 = tokenizer.encode(" up"), tokenizer.encode(" <action>left</action>")
+    prompts, responses = [p1, p2, p1, p1, p2], [r1, r2, r1, r2, r2]
+    rows = []
+    forward = b.forward_logps
+    b.forward_logps = lambda ps, rs, **kw: (rows.extend(zip(ps, rs)), forward(ps, rs, **kw))[1]
+    scored = b.logprobs(prompts, responses)
+    assert len(rows) == 3  # (p1, r1), (p2, r2), (p1, r2)
+    with torch.no_grad():
+        for p, r, s in zip(prompts, responses, scored):
+            assert torch.allclose(torch.tensor(s), _full_forward_logps(b.model, [p], [r])[0], atol=1e-5)
+    assert scored[0] == scored[2] and scored[0] is not scored[2]  # callers may write to their rows

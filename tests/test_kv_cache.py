@@ -44,7 +44,7 @@ def test_kernel_cache_bounds_are_defaults_the_user_can_override():
     code = "import seed, os; print(os.environ['LRU_CACHE_CAPACITY'], os.environ['ONEDNN_PRIMITIVE_CACHE_CAPACITY'])"
     env = {k: v for k, v in os.environ.items() if k not in ("LRU_CACHE_CAPACITY", "ONEDNN_PRIMITIVE_CACHE_CAPACITY")}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
-    assert out.split() == ["256", "256"]
-    env["LRU_CACHE_CAPACITY"] = "64"
+    assert out.split() == ["64", "64"]
+    env["LRU_CACHE_CAPACITY"] = "128"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
-    assert out.split() == ["64", "256"]
+    assert out.split() == ["128", "64"]

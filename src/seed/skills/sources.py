@@ -33,10 +33,15 @@ class PolicyAnalyzer:
         self.batch_size = batch_size
 
     def analyse(self, episodes: list[Episode]) -> list[tuple[str, Analysis]]:
+        """One analysis per episode. Episodes with the same analysis prompt (a group's rollouts that went the
+        same way: 3 of 16 on the default batch) are decoded once; decoding is greedy, so each would get the
+        same text."""
         prompts = [chat_ids(self.tokenizer, analysis_prompt(e, step_skills=self.step_skills)[0]) for e in episodes]
-        gens = self.backend.generate(prompts, self.sampling, batch_size=self.batch_size)
-        return [(g.text, parse_analysis(g.text, max_step_skills=self.step_skills, num_steps=len(e.steps)))
-                for g, e in zip(gens, episodes)]
+        distinct: dict[tuple[int, ...], int] = {}
+        of_episode = [distinct.setdefault(tuple(p), len(distinct)) for p in prompts]
+        gens = self.backend.generate([list(p) for p in distinct], self.sampling, batch_size=self.batch_size)
+        return [(gens[k].text, parse_analysis(gens[k].text, max_step_skills=self.step_skills, num_steps=len(e.steps)))
+                for k, e in zip(of_episode, episodes)]
 
 
 class TeacherAnalyzer:
