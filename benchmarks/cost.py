@@ -7,7 +7,10 @@ OPD loss) run in turn. Both pay the same rollout, so
     GRPO per update = rollout + update(GRPO)
     SEED per update = rollout + analysis + re-score + update(SEED)
 
-    python benchmarks/cost.py [--config default] [--weights runs/default] [--repeats 2]
+    python benchmarks/cost.py [--config default] [--weights runs/default] [--repeats 3]
+
+The two methods alternate which goes first in each repeat. Each column is the median over repeats (the update
+alone varies by +-10% between identical repeats on this machine), and the ratio is that of the median totals.
 
 `--weights` is a run directory whose latest checkpoint is used: after its analyzer SFT, so the policy writes
 parseable skills and the re-scoring cost is real. Prints a table, writes benchmarks/results/cost.json.
@@ -18,6 +21,7 @@ import argparse
 import copy
 import json
 import resource
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -38,7 +42,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--config", default="default")
     ap.add_argument("--weights", default="runs/default", help="run directory whose latest checkpoint is loaded")
-    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--update-index", type=int, default=0, help="which update's training tasks form the batch")
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="seed-cost-")
@@ -65,8 +69,8 @@ def main() -> None:
 
     distill = DistillStage(comps)
     runs: dict[str, list[dict]] = {"grpo": [], "seed": []}
-    for _ in range(args.repeats):
-        for method in ("grpo", "seed"):
+    for repeat in range(args.repeats):
+        for method in ("grpo", "seed") if repeat % 2 == 0 else ("seed", "grpo"):
             comps.policy.model.load_state_dict(start)
             batch = compute_advantages(episodes, cfg)
             row = {"rollout": t_rollout, "analysis": 0.0, "rescore": 0.0}
@@ -86,20 +90,20 @@ def main() -> None:
                 row["active_token_share"] = stats.get("distill/active_token_share", 0.0)
             runs[method].append(row)
             comps.cfg.distill.kind = "seed"
-    best = {m: min(rows, key=lambda r: r["total"]) for m, rows in runs.items()}
-    ratio = best["seed"]["total"] / best["grpo"]["total"]
+    median = {m: {k: statistics.median(r.get(k, 0.0) for r in rows) for k in rows[0]} for m, rows in runs.items()}
+    ratio = median["seed"]["total"] / median["grpo"]["total"]
     print(f"{'method':<7}{'rollout':>9}{'analysis':>10}{'rescore':>9}{'update':>8}{'total':>8}{'tok/s':>8}{'RSS MB':>8}")
-    for m, r in best.items():
+    for m, r in median.items():
         print(f"{m:<7}{r['rollout']:>9.1f}{r['analysis']:>10.1f}{r['rescore']:>9.1f}{r['update']:>8.1f}"
               f"{r['total']:>8.1f}{r['tokens_per_second']:>8.0f}{r['peak_rss_mb']:>8.0f}")
     print(f"SEED / GRPO time per update: {ratio:.2f}x (target <= 1.15x); "
-          f"skill rate {best['seed'].get('skill_rate', 0):.2f}")
+          f"skill rate {median['seed'].get('skill_rate', 0):.2f} (medians of {args.repeats} repeats)")
     out = Path(__file__).parent / "results" / "cost.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({
         **provenance(),
         "config": cfg.to_dict(), "batch": {"episodes": len(episodes), "steps": len(base.samples), "tokens": tokens},
-        "runs": runs, "best": best, "seed_grpo_time_ratio": ratio}, indent=2))
+        "runs": runs, "median": median, "seed_grpo_time_ratio": ratio}, indent=2))
     print(f"wrote {out}")
 
 

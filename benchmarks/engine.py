@@ -4,6 +4,7 @@ Decoding (SEED's analysis step, and the batch's step prompts as one rollout-like
     plain     one left-padded prefill of the whole batch; K/V appended by concatenation (transformers' default)
     reserved  the same prefill; K/V written into storage reserved for the token budget
     bucketed  prefill in length buckets (<= 10% padding each), merged into one reserved cache for decoding
+    shared    also, repeated prompts prefill once and the prefix all prompts share prefills once (the default)
 Scoring (SEED's teacher re-score, no grad; the update's student forward + backward):
     plain     the prefix all prompts share runs once, then every distinct prompt's remainder
     grouped   also, prompts sharing >= 16 more tokens (an episode's skill block; a group's first steps) run
@@ -25,7 +26,7 @@ import time
 from pathlib import Path
 
 from seed.config import load_config
-from seed.models.backend import prompt_sharing_batches
+from seed.models.batching import prompt_sharing_batches
 from seed.skills.rescore import rescore
 from seed.train.checkpoint import latest_checkpoint, load_checkpoint
 from seed.train.components import build_components
@@ -33,9 +34,10 @@ from seed.train.distill import DistillStage
 from seed.train.rl import task_seeds_for_update
 from provenance import provenance  # benchmarks/provenance.py (scripts run from this folder)
 
-DECODING = {"plain": {"prefill_padding": None, "reserve_kv": False},
-            "reserved": {"prefill_padding": None, "reserve_kv": True},
-            "bucketed": {"prefill_padding": 0.1, "reserve_kv": True}}
+DECODING = {"plain": {"prefill_padding": None, "reserve_kv": False, "share_prefill": False},
+            "reserved": {"prefill_padding": None, "reserve_kv": True, "share_prefill": False},
+            "bucketed": {"prefill_padding": 0.1, "reserve_kv": True, "share_prefill": False},
+            "shared": {"prefill_padding": 0.1, "reserve_kv": True, "share_prefill": True}}
 SCORING = {"plain": {"group_prefix_tokens": None}, "grouped": {"group_prefix_tokens": 16}}
 
 
@@ -89,7 +91,7 @@ def main() -> None:
                 t0 = time.perf_counter()
                 outputs[w][name] = run()
                 times[w][name].append(time.perf_counter() - t0)
-        for key, value in {**DECODING["bucketed"], **SCORING["plain"]}.items():  # the defaults again
+        for key, value in {**DECODING["shared"], **SCORING["plain"]}.items():  # the defaults again
             setattr(backend, key, value)
     best = {w: {s: min(t) for s, t in by.items()} for w, by in times.items()}
     speedup = {w: {s: by["plain"] / t for s, t in by.items()} for w, by in best.items()}

@@ -2,7 +2,7 @@
 import torch
 
 from seed.models import HFBackend, Sampling, load_model, prompt_sharing_batches, token_budget_batches
-from seed.models.backend import _prefix_stages, length_buckets
+from seed.models.batching import length_buckets, prefix_stages
 
 
 def _backend(tokenizer, precision="fp32"):
@@ -131,7 +131,7 @@ def test_prompts_sharing_a_longer_prefix_in_groups_score_as_full_forwards(tokeni
     assert len(skill) >= 16  # long enough to form a group stage
     prompts = [head + skill + tokenizer.encode(" step one"), head + skill + tokenizer.encode(" step two, box up"),
                head + tokenizer.encode(" no skill here"), head + skill[:-3] + tokenizer.encode(" other")]
-    stages = _prefix_stages(prompts, len(head))
+    stages = prefix_stages(prompts, len(head))
     # the shared head; one row per group (the two full-skill prompts) and per loner (14 shared tokens < 16); tails
     assert [len(segments) for segments, _ in stages] == [1, 3, 4]
     assert sorted(len(segment) for segment in stages[1][0]) == [0, 0, 18]
@@ -167,3 +167,27 @@ def test_repeated_pairs_are_scored_once_with_their_own_numbers(tokenizer):
         for p, r, s in zip(prompts, responses, scored):
             assert torch.allclose(torch.tensor(s), _full_forward_logps(b.model, [p], [r])[0], atol=1e-5)
     assert scored[0] == scored[2] and scored[0] is not scored[2]  # callers may write to their rows
+
+
+def test_repeated_prompts_and_their_common_prefix_prefill_once_and_decode_as_alone(tokenizer):
+    b = _backend(tokenizer)
+    head = tokenizer.encode("system: you push boxes on a grid. user: the grid is")
+    prompts = [head + tokenizer.encode(" " + " ".join(["wall"] * n)) for n in (2, 30, 2, 9, 31)]  # rows 0, 2 repeat
+    prefilled = []
+    prefill = b._prefill
+    b._prefill = lambda model, ps, prefix=None: (prefilled.append(sum(len(p) for p in ps)), prefill(model, ps, prefix))[1]
+    greedy = Sampling(greedy=True, max_new_tokens=8, stop=("zzzz",))
+    together = b.generate(prompts, greedy)
+    shared = len(head) + 1  # " wall" is common too
+    distinct = [prompts[i] for i in (0, 1, 3, 4)]
+    assert sum(prefilled) == shared + sum(len(p) - shared for p in distinct)  # the head once, row 2 not at all
+    b._prefill = prefill
+    for p, g in zip(prompts, together):
+        alone = b.generate([p], greedy)[0]
+        assert g.ids == alone.ids
+        assert torch.allclose(torch.tensor(g.logps), torch.tensor(alone.logps), atol=1e-5)
+    sampled = b.generate([prompts[0]] * 6, Sampling(temperature=1.0, max_new_tokens=8, stop=("zzzz",)))
+    assert len({tuple(g.ids) for g in sampled}) > 1  # copies of one prompt still sample independently
+    scored = b.logprobs([prompts[0]] * 6, [g.ids for g in sampled])
+    for g, s in zip(sampled, scored):
+        assert torch.allclose(torch.tensor(g.logps), torch.tensor(s), atol=1e-4)

@@ -1,6 +1,5 @@
 """The `seed` command: listing, playing with exactly the agent's prompt, clear config errors."""
 import json
-import shutil
 import subprocess
 import sys
 

@@ -4,7 +4,6 @@ import json
 from pathlib import Path
 
 import pytest
-import torch
 
 from seed.config import ConfigError, load_config
 from seed.train.components import build_components

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 
 from transformers.cache_utils import DynamicCache, DynamicLayer
 
+from seed.models.batching import common_prefix_length, length_buckets, prefix_stages, prompt_sharing_batches
 from seed.models.kv_cache import merge_left_padded, reserve_decode_cache
 from seed.models.load import autocast_dtype
 
@@ -63,9 +64,10 @@ class HFBackend:
         self._gen_model = None
         self._gen_version = -1
         self.plain_forward = False  # True under FSDP: every scoring call is one forward of the root module
-        # Decoding engine switches (both exact; benchmarks/engine.py measures them against the plain path):
+        # Decoding engine switches (all exact; benchmarks/engine.py measures them against the plain path):
         self.prefill_padding: float | None = 0.1  # prefill in length buckets with at most this padding; None: one
         self.reserve_kv = True  # decode into reserved K/V storage instead of concatenating on every step
+        self.share_prefill = True  # with buckets: repeated prompts and the common prompt prefix prefill once
         # Scoring: prompts sharing at least this many tokens beyond the common prefix run them once. Off (None):
         # on the default batch it saved nothing in the re-score and cost 6% in the update (benchmarks/engine.py)
         self.group_prefix_tokens: int | None = None
@@ -106,27 +108,21 @@ class HFBackend:
         model.eval()
         n = len(prompts)
         lengths = [len(p) for p in prompts]
-        bucketed = self.prefill_padding is not None and _full_attention_only(model)
-        buckets = length_buckets(lengths, self.prefill_padding) if bucketed else [list(range(n))]
-        alive = [r for bucket in buckets for r in bucket]  # original row of each live batch row
         gen_ids: list[list[int]] = [[] for _ in range(n)]
         gen_logps: list[list[float]] = [[] for _ in range(n)]
         stopped = [False] * n
         eos = {tok.eos_token_id} | ({model.config.eos_token_id} if isinstance(model.config.eos_token_id, int) else set())
-        # prefill each length bucket on its own (no work on padding), then decode all rows as one batch
-        caches, logits = zip(*[self._prefill(model, [prompts[r] for r in bucket]) for bucket in buckets])
-        widths = [max(lengths[r] for r in bucket) for bucket in buckets]
-        if len(buckets) > 1:
-            cache = merge_left_padded(caches, widths, sampling.max_new_tokens)
-        elif self.reserve_kv:
-            cache = reserve_decode_cache(caches[0], sampling.max_new_tokens)
-        else:
-            cache = caches[0]
-        logits = torch.cat(logits)
-        width = max(widths)
-        attn = torch.zeros((n, width), dtype=torch.long, device=self.device)
-        for b, r in enumerate(alive):  # left padding
-            attn[b, width - lengths[r]:] = 1
+        if self.prefill_padding is not None and _full_attention_only(model):
+            alive, cache, logits, attn = self._shared_prefill(model, prompts, sampling.max_new_tokens)
+        else:  # one left-padded prefill of every row
+            alive = list(range(n))
+            cache, logits = self._prefill(model, prompts)
+            if self.reserve_kv:
+                cache = reserve_decode_cache(cache, sampling.max_new_tokens)
+            width = max(lengths)
+            attn = torch.zeros((n, width), dtype=torch.long, device=self.device)
+            for r in range(n):  # left padding
+                attn[r, width - lengths[r]:] = 1
         next_pos = torch.tensor([lengths[r] for r in alive], device=self.device)
         cache_kw = _cache_keyword(model)
         for _ in range(sampling.max_new_tokens):
@@ -168,8 +164,56 @@ class HFBackend:
         return [Generation(gen_ids[r], gen_logps[r], tok.decode(gen_ids[r], skip_special_tokens=True), stopped[r])
                 for r in range(n)]
 
-    def _prefill(self, model, prompts: list[list[int]]):
-        """One forward over left-padded prompts; returns the KV cache and each row's next-token logits."""
+    def _shared_prefill(self, model, prompts: list[list[int]], extra_tokens: int):
+        """Prefill without repeated work, for a decode batch: identical prompts run once (a group's episodes start
+        from the same state), the prefix every prompt shares (chat template, instructions) runs once, and each
+        distinct prompt's remainder runs after it in a length bucket of its own (`prefill_padding`). The buckets'
+        K/V are merged into one reserved decode cache, and rows of repeated prompts are copies of their first.
+
+        Returns the original row of each cache row, the cache, each row's next-token logits and the attention
+        mask over the cache: per row, [left padding][shared prefix][padding][remainder]."""
+        if self.share_prefill:
+            distinct: dict[tuple[int, ...], int] = {}
+            of_row = [distinct.setdefault(tuple(p), len(distinct)) for p in prompts]
+            uniq = [list(p) for p in distinct]
+            shared = common_prefix_length(uniq, min(len(p) for p in uniq) - 1) if len(uniq) > 1 else 0
+        else:
+            of_row, uniq, shared = list(range(len(prompts))), prompts, 0
+        prefix = self._prefill(model, [uniq[0][:shared]])[0] if shared else None
+        rest = [len(p) - shared for p in uniq]
+        buckets = length_buckets(rest, self.prefill_padding)
+        caches, logits = [], []
+        for bucket in buckets:
+            bucket_prefix = None
+            if prefix is not None:  # each bucket extends its own copy of the prefix's K/V
+                bucket_prefix = copy.deepcopy(prefix)
+                bucket_prefix.batch_repeat_interleave(len(bucket))
+            cache, last = self._prefill(model, [uniq[u][shared:] for u in bucket], bucket_prefix)
+            caches.append(cache)
+            logits.append(last)
+        widths = [shared + max(rest[u] for u in bucket) for bucket in buckets]
+        cache = merge_left_padded(caches, widths, extra_tokens)
+        width = max(widths)
+        order = [u for bucket in buckets for u in bucket]  # the distinct prompt of each cache row
+        attn = torch.zeros((len(order), width), dtype=torch.long, device=self.device)
+        row_width = [w for bucket, w in zip(buckets, widths) for _ in bucket]
+        for j, u in enumerate(order):
+            attn[j, width - row_width[j]:width - row_width[j] + shared] = 1
+            attn[j, width - rest[u]:] = 1
+        position = {u: j for j, u in enumerate(order)}
+        alive = sorted(range(len(prompts)), key=lambda r: position[of_row[r]])
+        rows = [position[of_row[r]] for r in alive]
+        logits = torch.cat(logits)
+        if len(rows) > len(order):  # repeated prompts: copy their rows
+            index = torch.tensor(rows, device=self.device)
+            cache.batch_select_indices(index)
+            logits, attn = logits[index], attn[index]
+        return alive, cache, logits, attn
+
+    def _prefill(self, model, prompts: list[list[int]], prefix=None):
+        """One forward over left-padded prompts, after `prefix` (a cache of tokens every row shares) if given;
+        returns the KV cache and each row's next-token logits."""
+        shared = prefix.get_seq_length() if prefix is not None else 0
         width = max(len(p) for p in prompts)
         input_ids = torch.full((len(prompts), width), self.tokenizer.pad_token_id, dtype=torch.long)
         attn = torch.zeros((len(prompts), width), dtype=torch.long)
@@ -177,10 +221,14 @@ class HFBackend:
             input_ids[r, width - len(p):] = torch.tensor(p)
             attn[r, width - len(p):] = 1
         input_ids, attn = input_ids.to(self.device), attn.to(self.device)
-        position_ids = (attn.cumsum(-1) - 1).clamp_min(0)
+        position_ids = shared + (attn.cumsum(-1) - 1).clamp_min(0)
+        cache = {}
+        if prefix is not None:
+            attn = torch.cat([torch.ones((len(prompts), shared), dtype=attn.dtype, device=self.device), attn], dim=1)
+            cache = {_cache_keyword(model): prefix}
         with self.autocast():
             res = model(input_ids=input_ids, attention_mask=attn, position_ids=position_ids, use_cache=True,
-                        logits_to_keep=1)
+                        logits_to_keep=1, **cache)
         return _cache_of(res), res.logits[:, -1, :].float()
 
     def forward_logps(self, prompts: list[list[int]], responses: list[list[int]], with_entropy: bool = False):
@@ -208,11 +256,11 @@ class HFBackend:
         distinct: dict[tuple[int, ...], int] = {}
         of_row = [distinct.setdefault(tuple(prompts[b]), len(distinct)) for b in rows]
         uniq = [list(p) for p in distinct]
-        shared = _common_prefix_length(uniq, limit=min(len(p) for p in uniq) - 1)  # each remainder keeps >= 1 token
+        shared = common_prefix_length(uniq, limit=min(len(p) for p in uniq) - 1)  # each remainder keeps >= 1 token
         decoder = self.model.get_decoder()
         with self.autocast():
             cache, attn, lens, hidden = None, None, None, None
-            for segments, parent in _prefix_stages(uniq, shared, self.group_prefix_tokens):
+            for segments, parent in prefix_stages(uniq, shared, self.group_prefix_tokens):
                 if cache is not None:  # every row continues a row of the previous stage
                     index = torch.tensor(parent, device=self.device)
                     cache.batch_select_indices(index)
@@ -318,100 +366,6 @@ class HFBackend:
         return [list(scored[k]) for k in of_pair]
 
 
-def length_buckets(lengths: list[int], max_padding: float = 0.1) -> list[list[int]]:
-    """Indices grouped by length (ascending) so that each group's padded size, rows x longest, exceeds its real
-    tokens by at most `max_padding`: prompts of an analysis batch range from ~250 to ~850 tokens, and a single
-    left-padded prefill spends 15-30% of its work on padding."""
-    groups: list[list[int]] = []
-    real = 0
-    for i in sorted(range(len(lengths)), key=lambda i: lengths[i]):
-        if groups and (len(groups[-1]) + 1) * lengths[i] <= (1 + max_padding) * (real + lengths[i]):
-            groups[-1].append(i)
-            real += lengths[i]
-        else:
-            groups.append([i])
-            real = lengths[i]
-    return groups
-
-
 def _full_attention_only(model) -> bool:
     """Whether every layer caches plain full-attention K/V, which buckets can be merged for (not sliding windows)."""
     return all(type(layer) is DynamicLayer for layer in DynamicCache(config=model.config).layers)
-
-
-def _prefix_stages(uniq: list[list[int]], shared: int,
-                   min_gain: int | None = 16) -> list[tuple[list[list[int]], list[int]]]:
-    """The segments `forward_logps` runs, stage by stage, each row with the index of the previous stage's row it
-    continues: the common prefix (one row); then, where prompts fall into groups sharing at least `min_gain`
-    more tokens (None: never), each group's extra prefix (one row per group, empty for prompts in no group);
-    then every prompt's remainder (>= 1 token each)."""
-    stages = [([uniq[0][:shared]], [])] if shared else []
-    if min_gain is None:
-        return stages + [([p[shared:] for p in uniq], [0] * len(uniq))]
-    groups: list[list[int]] = []  # members, in lexicographic order: a group's common prefix is first vs last's
-    for u in sorted(range(len(uniq)), key=lambda u: uniq[u]):
-        first = uniq[groups[-1][0]] if groups else []
-        if groups and _common_prefix_length([first, uniq[u]], min(len(first), len(uniq[u])) - 1) >= shared + min_gain:
-            groups[-1].append(u)
-        else:
-            groups.append([u])
-    if not shared or all(len(g) == 1 for g in groups):  # (without a shared stage an empty segment has no context)
-        return stages + [([p[shared:] for p in uniq], [0] * len(uniq))]
-    ends, group_of = [shared] * len(uniq), [0] * len(uniq)
-    for gi, members in enumerate(groups):
-        if len(members) > 1:
-            first, last = uniq[members[0]], uniq[members[-1]]
-            end = _common_prefix_length([first, last], limit=min(len(uniq[m]) for m in members) - 1)
-            for m in members:
-                ends[m] = end
-        for m in members:
-            group_of[m] = gi
-    stages.append(([uniq[g[0]][shared:ends[g[0]]] for g in groups], [0] * len(groups)))
-    stages.append(([p[ends[u]:] for u, p in enumerate(uniq)], group_of))
-    return stages
-
-
-def _common_prefix_length(seqs: list[list[int]], limit: int) -> int:
-    first, n = seqs[0], 0
-    while n < limit and all(s[n] == first[n] for s in seqs[1:]):
-        n += 1
-    return n
-
-
-def prompt_sharing_batches(prompts: list[list[int]], responses: list[list[int]], budget: int) -> list[list[int]]:
-    """Micro-batches for `forward_logps`: identical prompts land in the same batch (so they are run once), and a
-    batch's padded work, distinct prompts x longest prompt + rows x longest response, stays within budget."""
-    order = sorted(range(len(prompts)), key=lambda i: (len(prompts[i]), prompts[i]))
-    groups: list[list[int]] = []
-    cur: list[int] = []
-    distinct: set[tuple[int, ...]] = set()
-    width = rwidth = 0  # longest prompt and response in `cur`
-    for i in order:
-        key = tuple(prompts[i])
-        n_distinct = len(distinct) + (key not in distinct)
-        w, rw = max(width, len(prompts[i])), max(rwidth, len(responses[i]))
-        if cur and n_distinct * w + (len(cur) + 1) * rw > budget:
-            groups.append(cur)
-            cur, distinct = [], set()
-            w, rw = len(prompts[i]), len(responses[i])
-        cur.append(i)
-        distinct.add(key)
-        width, rwidth = w, rw
-    if cur:
-        groups.append(cur)
-    return groups
-
-
-def token_budget_batches(lengths: list[int], budget: int) -> list[list[int]]:
-    """Group indices (sorted by length) so that each group's padded size (n x max length) stays within budget."""
-    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
-    groups: list[list[int]] = []
-    cur: list[int] = []
-    for i in order:
-        if cur and (len(cur) + 1) * max(lengths[i], lengths[cur[-1]]) > budget:
-            groups.append(cur)
-            cur = []
-        cur.append(i)
-    if cur:
-        groups.append(cur)
-    return groups

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import torch
 
-from seed.models.backend import Sampling, token_budget_batches
-from seed.rollout.types import Episode, StepSample, StepState
+from seed.models.backend import Sampling
+from seed.models.batching import token_budget_batches
 from seed.skills.analyzer import analysis_prompt, parse_analysis
 from seed.skills.sources import chat_ids
 

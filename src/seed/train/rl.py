@@ -21,7 +21,7 @@ import torch
 
 from seed.algos import OPD_KINDS, gigpo_advantages, grpo_advantages, kl_k3, masked_mean, opd_loss, opid_shaping, \
     ppo_clip_loss
-from seed.models.backend import prompt_sharing_batches
+from seed.models.batching import prompt_sharing_batches
 from seed.rollout.types import Episode, StepSample
 from seed.train.checkpoint import latest_checkpoint, load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from seed.train.metrics import MetricsLogger, rss_mb, trim_heap

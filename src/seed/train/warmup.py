@@ -18,7 +18,7 @@ import torch
 
 from seed.agent import render
 from seed.config import ConfigError
-from seed.models.backend import token_budget_batches
+from seed.models.batching import token_budget_batches
 from seed.rollout.types import StepState
 
 THOUGHTS = ("I pick an action.", "Let me try this.", "I move now.")
