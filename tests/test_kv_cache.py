@@ -48,3 +48,22 @@ def test_kernel_cache_bounds_are_defaults_the_user_can_override():
     env["LRU_CACHE_CAPACITY"] = "128"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
     assert out.split() == ["128", "64"]
+
+
+def test_reserved_layer_follows_every_inherited_cache_operation_like_a_dynamic_layer():
+    k, v = _kv(3, 5, 0)
+    reserved, dynamic = ReservedLayer(k, v, capacity=8), DynamicLayer()
+    dynamic.update(k, v)
+    steps = [("crop", -2), ("update", _kv(3, 4, 1)), ("reorder_cache", torch.tensor([2, 0, 1])),
+             ("update", _kv(3, 1, 2)), ("batch_repeat_interleave", 2), ("update", _kv(6, 7, 3)),
+             ("batch_select_indices", torch.tensor([5, 0])), ("crop", -3), ("update", _kv(2, 2, 4)),
+             ("reset", None), ("update", _kv(2, 3, 5))]
+    for name, arg in steps:
+        for layer in (reserved, dynamic):
+            if name == "update":
+                layer.update(*arg)
+            else:
+                getattr(layer, name)(*([] if arg is None else [arg]))
+        assert reserved.get_seq_length() == dynamic.get_seq_length(), name
+        if dynamic.keys is not None:  # (None after a reset)
+            assert torch.equal(reserved.keys, dynamic.keys) and torch.equal(reserved.values, dynamic.values), name

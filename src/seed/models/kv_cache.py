@@ -15,7 +15,8 @@ from transformers.cache_utils import DynamicCache, DynamicLayer
 
 class ReservedLayer(DynamicLayer):
     """A `DynamicLayer` backed by [batch, heads, capacity, head_dim] storage; `keys`/`values` are its filled
-    prefix. Appending writes into the storage; only running past the capacity reallocates (doubling)."""
+    prefix. Appending writes into the storage; only running past the capacity reallocates (doubling). The
+    inherited cache operations (crop, reorder, repeat, reset) work unchanged: the layer adopts what they leave."""
 
     def __init__(self, keys: torch.Tensor, values: torch.Tensor, capacity: int):
         super().__init__()
@@ -37,26 +38,44 @@ class ReservedLayer(DynamicLayer):
         self.keys = self._k[:, :, :self._length]
         self.values = self._v[:, :, :self._length]
 
+    def _adopt(self) -> None:
+        """Take over the keys/values an inherited method left behind: a crop shortens the filled prefix in place;
+        `reorder_cache`, `batch_repeat_interleave` or `offload` put new tensors there, which become the filled
+        prefix of new storage; after `reset` the layer is empty."""
+        if self.keys is None or not self.is_initialized:  # reset
+            self._length = 0
+        elif self.keys.data_ptr() == self._k.data_ptr() and self.keys.shape[:2] == self._k.shape[:2]:
+            self._length = self.keys.shape[-2]  # a view of our storage: cropped or unchanged
+        else:
+            capacity = max(self._k.shape[-2], self.keys.shape[-2])
+            self._length = self.keys.shape[-2]
+            self._k, self._v = self._storage(self.keys, capacity), self._storage(self.values, capacity)
+        self._expose()
+
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        self._adopt()
         n, m = self._length, key_states.shape[-2]
-        if n + m > self._k.shape[-2]:
-            self._k = self._storage(self.keys, 2 * (n + m))
-            self._v = self._storage(self.values, 2 * (n + m))
+        if n + m > self._k.shape[-2] or key_states.shape[0] != self._k.shape[0]:
+            capacity = 2 * (n + m)
+            self._k = self._storage(self.keys, capacity) if n else key_states.new_empty(
+                (*key_states.shape[:2], capacity, key_states.shape[-1]))
+            self._v = self._storage(self.values, capacity) if n else value_states.new_empty(
+                (*value_states.shape[:2], capacity, value_states.shape[-1]))
         self._k[:, :, n:n + m] = key_states
         self._v[:, :, n:n + m] = value_states
         self._length = n + m
+        self.is_initialized = True
         self._expose()
         return self.keys, self.values
 
     def get_seq_length(self) -> int:
+        self._adopt()
         return self._length
 
     def batch_select_indices(self, indices: torch.Tensor) -> None:
+        self._adopt()
         self._k, self._v = self._k[indices], self._v[indices]
         self._expose()
-
-    def crop(self, tokens_to_remove: int) -> None:
-        raise NotImplementedError("ReservedLayer serves sampling only; it does not crop")
 
 
 def reserve_decode_cache(cache, extra_tokens: int):
