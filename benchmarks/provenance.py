@@ -1,4 +1,7 @@
-"""What every benchmark JSON records about its own run: the command, the git commit and the machine."""
+"""What every benchmark JSON records about its own run: the command, the git commit and the machine.
+
+The commit is read when the script starts (this module is imported first), so a long run records the code it
+ran even if commits land while it runs; `dirty` says whether tracked files differed from that commit."""
 from __future__ import annotations
 
 import os
@@ -10,7 +13,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _git(*args: str) -> str:
+    return subprocess.run(["git", *args], capture_output=True, text=True, cwd=ROOT).stdout.strip()
+
+
+_AT_START = {"git_commit": _git("rev-parse", "HEAD"),
+             "dirty": bool(_git("status", "--porcelain", "--untracked-files=no"))}
+
+
 def provenance() -> dict:
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
-    return {"command": " ".join(["python", *sys.argv]), "git_commit": commit,
+    return {"command": " ".join(["python", *sys.argv]), **_AT_START,
             "machine": {"platform": platform.platform(), "processor": platform.processor(), "cpus": os.cpu_count()}}
