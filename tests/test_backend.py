@@ -175,7 +175,8 @@ def test_repeated_prompts_and_their_common_prefix_prefill_once_and_decode_as_alo
     prompts = [head + tokenizer.encode(" " + " ".join(["wall"] * n)) for n in (2, 30, 2, 9, 31)]  # rows 0, 2 repeat
     prefilled = []
     prefill = b._prefill
-    b._prefill = lambda model, ps, prefix=None: (prefilled.append(sum(len(p) for p in ps)), prefill(model, ps, prefix))[1]
+    b._prefill = lambda model, ps, prefix=None: (prefilled.append(sum(len(p) for p in ps)),
+                                                 prefill(model, ps, prefix))[1]
     greedy = Sampling(greedy=True, max_new_tokens=8, stop=("zzzz",))
     together = b.generate(prompts, greedy)
     shared = len(head) + 1  # " wall" is common too

@@ -66,7 +66,7 @@ class HFBackend:
         self.plain_forward = False  # True under FSDP: every scoring call is one forward of the root module
         # Decoding engine switches (all exact; benchmarks/engine.py measures them against the plain path):
         self.prefill_padding: float | None = 0.1  # prefill in length buckets with at most this padding; None: one
-        self.reserve_kv = True  # decode into reserved K/V storage instead of concatenating on every step
+        self.reserve_kv = True  # unbucketed: decode into reserved K/V storage, not by concatenation (buckets always do)
         self.share_prefill = True  # with buckets: repeated prompts and the common prompt prefix prefill once
         # Scoring: prompts sharing at least this many tokens beyond the common prefix run them once. Off (None):
         # on the default batch it saved nothing in the re-score and cost 6% in the update (benchmarks/engine.py)
