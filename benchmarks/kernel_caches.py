@@ -21,6 +21,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from fit import slope  # benchmarks/fit.py
 from provenance import provenance  # benchmarks/provenance.py (scripts run from this folder)
 
 WORKER = r"""
@@ -45,11 +46,6 @@ for it in range(int(sys.argv[1])):
     rows.append({"iteration": it + 1, "rss_mb": rss_mb(), "seconds": time.perf_counter() - t0})
 print(json.dumps(rows))
 """
-
-
-def slope(xs: list[float], ys: list[float]) -> float:
-    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / max(1e-12, sum((x - mx) ** 2 for x in xs))
 
 
 def main() -> None:

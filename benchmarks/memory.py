@@ -20,12 +20,8 @@ from seed.config import load_config
 from seed.train.components import build_components
 from seed.train.metrics import read_metrics
 from seed.train.pipeline import train_stage
+from fit import slope  # benchmarks/fit.py
 from provenance import provenance  # benchmarks/provenance.py (scripts run from this folder)
-
-
-def slope(xs: list[float], ys: list[float]) -> float:
-    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / max(1e-12, sum((x - mx) ** 2 for x in xs))
 
 
 def main() -> None:

@@ -16,7 +16,8 @@ import torch.nn.functional as F
 
 from transformers.cache_utils import DynamicCache, DynamicLayer
 
-from seed.models.batching import common_prefix_length, length_buckets, prefix_stages, prompt_sharing_batches
+from seed.models.batching import common_prefix_length, distinct_rows, length_buckets, prefix_stages, \
+    prompt_sharing_batches
 from seed.models.kv_cache import merge_left_padded, reserve_decode_cache
 from seed.models.load import autocast_dtype
 
@@ -173,9 +174,8 @@ class HFBackend:
         Returns the original row of each cache row, the cache, each row's next-token logits and the attention
         mask over the cache: per row, [left padding][shared prefix][padding][remainder]."""
         if self.share_prefill:
-            distinct: dict[tuple[int, ...], int] = {}
-            of_row = [distinct.setdefault(tuple(p), len(distinct)) for p in prompts]
-            uniq = [list(p) for p in distinct]
+            keys, of_row = distinct_rows([tuple(p) for p in prompts])
+            uniq = [list(p) for p in keys]
             shared = common_prefix_length(uniq, min(len(p) for p in uniq) - 1) if len(uniq) > 1 else 0
         else:
             of_row, uniq, shared = list(range(len(prompts))), prompts, 0
@@ -253,9 +253,8 @@ class HFBackend:
         ent = torch.zeros((n, rmax), device=self.device) if with_entropy else None
         if not rows:
             return logps, mask, ent
-        distinct: dict[tuple[int, ...], int] = {}
-        of_row = [distinct.setdefault(tuple(prompts[b]), len(distinct)) for b in rows]
-        uniq = [list(p) for p in distinct]
+        keys, of_row = distinct_rows([tuple(prompts[b]) for b in rows])
+        uniq = [list(p) for p in keys]
         shared = common_prefix_length(uniq, limit=min(len(p) for p in uniq) - 1)  # each remainder keeps >= 1 token
         decoder = self.model.get_decoder()
         with self.autocast():
@@ -352,11 +351,10 @@ class HFBackend:
         same action in the same state (on the default batch, 17 of 47 teacher pairs repeat another)."""
         was_training = self.model.training
         self.model.eval()
-        distinct: dict[tuple[tuple[int, ...], tuple[int, ...]], int] = {}
-        of_pair = [distinct.setdefault((tuple(p), tuple(r)), len(distinct)) for p, r in zip(prompts, responses)]
-        uniq_prompts = [list(p) for p, _ in distinct]
-        uniq_responses = [list(r) for _, r in distinct]
-        scored: list[list[float]] = [[] for _ in distinct]
+        pairs, of_pair = distinct_rows([(tuple(p), tuple(r)) for p, r in zip(prompts, responses)])
+        uniq_prompts = [list(p) for p, _ in pairs]
+        uniq_responses = [list(r) for _, r in pairs]
+        scored: list[list[float]] = [[] for _ in pairs]
         for chunk in prompt_sharing_batches(uniq_prompts, uniq_responses, token_budget):
             lp, _, _ = self.forward_logps([uniq_prompts[i] for i in chunk], [uniq_responses[i] for i in chunk])
             for j, i in enumerate(chunk):

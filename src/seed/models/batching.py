@@ -51,6 +51,14 @@ def prefix_stages(uniq: list[list[int]], shared: int,
     return stages
 
 
+def distinct_rows(rows: list[tuple]) -> tuple[list[tuple], list[int]]:
+    """The distinct rows in first-seen order, and for every row the index of its distinct row: repeated prompts
+    (and prompt-response pairs) run once and share the result."""
+    index: dict[tuple, int] = {}
+    of_row = [index.setdefault(row, len(index)) for row in rows]
+    return list(index), of_row
+
+
 def common_prefix_length(seqs: list[list[int]], limit: int) -> int:
     first, n = seqs[0], 0
     while n < limit and all(s[n] == first[n] for s in seqs[1:]):

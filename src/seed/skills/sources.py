@@ -15,6 +15,7 @@ from typing import Callable
 import yaml
 
 from seed.models.backend import Sampling
+from seed.models.batching import distinct_rows
 from seed.rollout.types import Episode
 from seed.skills.analyzer import Analysis, analysis_prompt, parse_analysis
 
@@ -37,9 +38,8 @@ class PolicyAnalyzer:
         same way: 3 of 16 on the default batch) are decoded once; decoding is greedy, so each would get the
         same text."""
         prompts = [chat_ids(self.tokenizer, analysis_prompt(e, step_skills=self.step_skills)[0]) for e in episodes]
-        distinct: dict[tuple[int, ...], int] = {}
-        of_episode = [distinct.setdefault(tuple(p), len(distinct)) for p in prompts]
-        gens = self.backend.generate([list(p) for p in distinct], self.sampling, batch_size=self.batch_size)
+        keys, of_episode = distinct_rows([tuple(p) for p in prompts])
+        gens = self.backend.generate([list(p) for p in keys], self.sampling, batch_size=self.batch_size)
         return [(gens[k].text, parse_analysis(gens[k].text, max_step_skills=self.step_skills, num_steps=len(e.steps)))
                 for k, e in zip(of_episode, episodes)]
 
