@@ -9,8 +9,15 @@ OPD loss) run in turn. Both pay the same rollout, so
 
     python benchmarks/cost.py [--config default] [--weights runs/default] [--repeats 3]
 
-The two methods alternate which goes first in each repeat. Each column is the median over repeats (the update
-alone varies by +-10% between identical repeats on this machine), and the ratio is that of the median totals.
+The two methods alternate which goes first in each repeat. Each column is the median over repeats, and
+`seed_grpo_time_ratio` is that of the median totals. The update alone swings by +-10% between identical repeats on
+this machine, so two steadier readings are reported as well: the median of the per-repeat ratios (`seed_grpo_time_ratio_paired`) and the ratio with one update median pooled over
+both methods (`seed_grpo_time_ratio_pooled_update`; the two updates differ only by the OPD term).
+
+Where SEED's extra time goes: each SEED repeat also times the analysis prompts' prefill alone (the same engine call
+with one new token), and the JSON counts the tokens each pass reads. `seed_grpo_ratio_if_analysis_decoding_free`
+is the pooled ratio with the analysis cut to its prefill: what no decoding speed-up can go below, since prefill
+and re-score are single exact forwards over the method's prompts.
 
 `--weights` is a run directory whose latest checkpoint is used: after its analyzer SFT, so the policy writes
 parseable skills and the re-scoring cost is real. Prints a table, writes benchmarks/results/cost.json.
@@ -26,7 +33,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from seed.agent import render
 from seed.config import load_config
+from seed.models.backend import Sampling
+from seed.models.batching import distinct_rows
+from seed.skills.analyzer import analysis_prompt
+from seed.skills.sources import chat_ids
 from seed.train.checkpoint import latest_checkpoint, load_checkpoint
 from seed.train.components import build_components
 from seed.train.distill import DistillStage
@@ -36,6 +48,23 @@ from provenance import provenance  # benchmarks/provenance.py (scripts run from 
 
 def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def analysis_prefill_seconds(comps, episodes) -> tuple[float, int]:
+    """Seconds to prefill the batch's distinct analysis prompts (one greedy token each), and their tokens."""
+    prompts, _ = distinct_rows([tuple(chat_ids(comps.tokenizer, analysis_prompt(e)[0])) for e in episodes
+                                if e.error is None and e.steps])
+    backend = comps.rollout_backend()
+    t0 = time.perf_counter()
+    backend.generate([list(p) for p in prompts], Sampling(greedy=True, max_new_tokens=1, stop=()),
+                     batch_size=comps.cfg.rollout.generation_batch_size)
+    return time.perf_counter() - t0, sum(len(p) for p in prompts)
+
+
+def distinct_pair_tokens(prompts: list[list[int]], responses: list[list[int]]) -> int:
+    """Tokens one no-grad scoring pass reads: each distinct (prompt, response) pair once, as `logprobs` does."""
+    pairs, _ = distinct_rows([(tuple(p), tuple(r)) for p, r in zip(prompts, responses)])
+    return sum(len(p) + len(r) for p, r in pairs)
 
 
 def main() -> None:
@@ -67,6 +96,8 @@ def main() -> None:
     tokens = sum(len(s.prompt_ids) + len(s.response_ids) for s in base.samples)
     print(f"batch: {len(episodes)} episodes, {len(base.samples)} steps, {tokens} tokens; rollout {t_rollout:.1f}s")
 
+    counts = {"student_pair_tokens": distinct_pair_tokens([s.prompt_ids for s in base.samples],
+                                                          [s.response_ids for s in base.samples])}
     distill = DistillStage(comps)
     runs: dict[str, list[dict]] = {"grpo": [], "seed": []}
     for repeat in range(args.repeats):
@@ -78,6 +109,14 @@ def main() -> None:
                 d = distill.run(1, episodes, batch)
                 row.update(analysis=d["time/analysis"], rescore=d["time/rescore"], parse_rate=d["distill/parse_rate"],
                            skill_rate=d["distill/skill_rate"])
+                row["analysis_prefill"], counts["analysis_prompt_tokens"] = analysis_prefill_seconds(comps, episodes)
+                counts["analysis_new_tokens"] = sum(len(comps.tokenizer.encode(e.analysis["raw"]))
+                                                    for e in episodes if e.analysis)
+                skills = {e.episode_id: e.skill for e in episodes if e.skill}
+                with_skill = [s for s in batch.samples if s.episode_id in skills]
+                counts["rescore_pair_tokens"] = distinct_pair_tokens(
+                    [render(s.state, comps.tokenizer, skill=skills[s.episode_id]) for s in with_skill],
+                    [s.response_ids for s in with_skill])
             comps.cfg.distill.kind = method if method == "seed" else "none"
             t1 = time.perf_counter()
             stats = policy_update(comps, make_optimizer(comps.policy.model, cfg), batch)
@@ -98,12 +137,27 @@ def main() -> None:
               f"{r['total']:>8.1f}{r['tokens_per_second']:>8.0f}{r['peak_rss_mb']:>8.0f}")
     print(f"SEED / GRPO time per update: {ratio:.2f}x (target <= 1.15x); "
           f"skill rate {median['seed'].get('skill_rate', 0):.2f} (medians of {args.repeats} repeats)")
+    # The update alone swings by +-10% between identical repeats, and the two update columns do the same work up to
+    # the OPD term; two steadier readings: per-repeat ratios (both methods ran back to back), and one pooled update
+    # median for both.
+    paired = statistics.median(s["total"] / g["total"] for s, g in zip(runs["seed"], runs["grpo"]))
+    update = statistics.median(r["update"] for rows in runs.values() for r in rows)
+    grpo_pooled = t_rollout + update
+    extra = median["seed"]
+    pooled = (grpo_pooled + extra["analysis"] + extra["rescore"]) / grpo_pooled
+    floor = (grpo_pooled + extra["analysis_prefill"] + extra["rescore"]) / grpo_pooled
+    print(f"paired (median of per-repeat ratios) {paired:.2f}x; pooled update median {update:.1f}s: {pooled:.2f}x")
+    print(f"analysis prefill alone {extra['analysis_prefill']:.1f}s of {extra['analysis']:.1f}s; with analysis decoding "
+          f"free, SEED / GRPO (pooled update) would be {floor:.2f}x")
+    print("tokens read: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
     out = Path(__file__).parent / "results" / "cost.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({
         **provenance(),
         "config": cfg.to_dict(), "batch": {"episodes": len(episodes), "steps": len(base.samples), "tokens": tokens},
-        "runs": runs, "median": median, "seed_grpo_time_ratio": ratio}, indent=2))
+        "tokens_read": counts, "runs": runs, "median": median, "seed_grpo_time_ratio": ratio,
+        "seed_grpo_time_ratio_paired": paired, "seed_grpo_time_ratio_pooled_update": pooled,
+        "seed_grpo_ratio_if_analysis_decoding_free": floor}, indent=2))
     print(f"wrote {out}")
 
 

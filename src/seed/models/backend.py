@@ -142,8 +142,7 @@ class HFBackend:
                     continue
                 gen_ids[row].append(t)
                 gen_logps[row].append(float(tok_logp[b]))
-                tail = tok.decode(gen_ids[row][-8:])
-                if any(s in tail for s in sampling.stop):
+                if sampling.stop and any(s in tok.decode(gen_ids[row][-8:]) for s in sampling.stop):
                     stopped[row] = True
                     continue
                 keep.append(b)
@@ -348,17 +347,20 @@ class HFBackend:
         """No-grad per-token log-probs, batched by token budget (used for reference and teacher scoring).
 
         A (prompt, response) pair that occurs more than once is scored once: a group's rollouts often take the
-        same action in the same state (on the default batch, 17 of 47 teacher pairs repeat another)."""
+        same action in the same state (on the default batch, 17 of 47 teacher pairs repeat another). One autocast
+        region spans every micro-batch, so trainable fp32 weights are cast to bf16 once per call rather than once
+        per forward (~50 ms each for SmolLM2-135M on 2 cores); the cast values are the same."""
         was_training = self.model.training
         self.model.eval()
         pairs, of_pair = distinct_rows([(tuple(p), tuple(r)) for p, r in zip(prompts, responses)])
         uniq_prompts = [list(p) for p, _ in pairs]
         uniq_responses = [list(r) for _, r in pairs]
         scored: list[list[float]] = [[] for _ in pairs]
-        for chunk in prompt_sharing_batches(uniq_prompts, uniq_responses, token_budget):
-            lp, _, _ = self.forward_logps([uniq_prompts[i] for i in chunk], [uniq_responses[i] for i in chunk])
-            for j, i in enumerate(chunk):
-                scored[i] = lp[j, :len(uniq_responses[i])].tolist()
+        with self.autocast():
+            for chunk in prompt_sharing_batches(uniq_prompts, uniq_responses, token_budget):
+                lp, _, _ = self.forward_logps([uniq_prompts[i] for i in chunk], [uniq_responses[i] for i in chunk])
+                for j, i in enumerate(chunk):
+                    scored[i] = lp[j, :len(uniq_responses[i])].tolist()
         if was_training:
             self.model.train()
         return [list(scored[k]) for k in of_pair]
