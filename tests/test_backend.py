@@ -2,6 +2,7 @@
 import torch
 
 from seed.models import HFBackend, Sampling, load_model, prompt_sharing_batches, token_budget_batches
+from seed.models.backend import sample_tokens
 from seed.models.batching import length_buckets, prefix_stages
 
 
@@ -192,3 +193,16 @@ def test_repeated_prompts_and_their_common_prefix_prefill_once_and_decode_as_alo
     scored = b.logprobs([prompts[0]] * 6, [g.ids for g in sampled])
     for g, s in zip(sampled, scored):
         assert torch.allclose(torch.tensor(g.logps), torch.tensor(s), atol=1e-4)
+
+
+def test_sampled_tokens_follow_the_tempered_softmax():
+    probs = torch.tensor([0.5, 0.3, 0.2, 0.0])
+    logits = probs.log().expand(40_000, 4)  # the zero-probability token has logit -inf
+    g = torch.Generator().manual_seed(0)
+    for temperature, expected in ((1.0, probs), (0.5, probs ** 2 / (probs ** 2).sum())):
+        drawn = sample_tokens(logits, temperature, g)
+        freq = torch.bincount(drawn, minlength=4).double() / len(drawn)
+        assert torch.allclose(freq, expected.double(), atol=0.01), (temperature, freq)
+        assert freq[3] == 0
+    again = sample_tokens(logits[:50], 1.0, torch.Generator().manual_seed(1))
+    assert torch.equal(again, sample_tokens(logits[:50], 1.0, torch.Generator().manual_seed(1)))
