@@ -7,7 +7,7 @@ OPD loss) run in turn. Both pay the same rollout, so
     GRPO per update = rollout + update(GRPO)
     SEED per update = rollout + analysis + re-score + update(SEED)
 
-    python benchmarks/cost.py [--config default] [--weights runs/default] [--repeats 3]
+    python benchmarks/cost.py [--config default] [--weights runs/default] [--repeats 5] [--set model.device=cuda]
 
 The two methods alternate which goes first in each repeat. Each column is the median over repeats, and
 `seed_grpo_time_ratio` is that of the median totals. The update alone swings by +-10% between identical repeats on
@@ -71,11 +71,13 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--config", default="default")
     ap.add_argument("--weights", default="runs/default", help="run directory whose latest checkpoint is loaded")
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--update-index", type=int, default=0, help="which update's training tasks form the batch")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="config override, repeatable (e.g. --set model.device=cuda)")
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="seed-cost-")
-    cfg = load_config(args.config, [f"run_dir={tmp}", "distill.kind=seed", "distill.skill_source=policy"])
+    cfg = load_config(args.config, [*args.set, f"run_dir={tmp}", "distill.kind=seed", "distill.skill_source=policy"])
     comps = build_components(cfg)
     ckpt = latest_checkpoint(Path(args.weights))
     if ckpt is not None:
