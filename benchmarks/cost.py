@@ -11,8 +11,9 @@ OPD loss) run in turn. Both pay the same rollout, so
 
 The two methods alternate which goes first in each repeat. Each column is the median over repeats, and
 `seed_grpo_time_ratio` is that of the median totals. The update alone swings by +-10% between identical repeats on
-this machine, so two steadier readings are reported as well: the median of the per-repeat ratios (`seed_grpo_time_ratio_paired`) and the ratio with one update median pooled over
-both methods (`seed_grpo_time_ratio_pooled_update`; the two updates differ only by the OPD term).
+this machine, so two steadier readings are reported as well: the median of the per-repeat ratios
+(`seed_grpo_time_ratio_paired`) and the ratio with one update median pooled over both methods
+(`seed_grpo_time_ratio_pooled_update`; the two updates differ only by the OPD term).
 
 Where SEED's extra time goes: each SEED repeat also times the analysis prompts' prefill alone (the same engine call
 with one new token), and the JSON counts the tokens each pass reads. `seed_grpo_ratio_if_analysis_decoding_free`
@@ -33,12 +34,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from seed.agent import render
 from seed.config import load_config
 from seed.models.backend import Sampling
 from seed.models.batching import distinct_rows
-from seed.skills.analyzer import analysis_prompt
-from seed.skills.sources import chat_ids
+from seed.skills.rescore import teacher_pairs
 from seed.train.checkpoint import latest_checkpoint, load_checkpoint
 from seed.train.components import build_components
 from seed.train.distill import DistillStage
@@ -50,14 +49,13 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def analysis_prefill_seconds(comps, episodes) -> tuple[float, int]:
-    """Seconds to prefill the batch's distinct analysis prompts (one greedy token each), and their tokens."""
-    prompts, _ = distinct_rows([tuple(chat_ids(comps.tokenizer, analysis_prompt(e)[0])) for e in episodes
-                                if e.error is None and e.steps])
-    backend = comps.rollout_backend()
+def analysis_prefill_seconds(analyzer, analysed) -> tuple[float, int]:
+    """Seconds to prefill the distinct analysis prompts of the analysed episodes, as the analyzer's own call does
+    but with one new token each, and those prompts' tokens."""
+    prompts, _ = distinct_rows([tuple(p) for p in analyzer.prompts(analysed)])
     t0 = time.perf_counter()
-    backend.generate([list(p) for p in prompts], Sampling(greedy=True, max_new_tokens=1, stop=()),
-                     batch_size=comps.cfg.rollout.generation_batch_size)
+    analyzer.backend.generate([list(p) for p in prompts], Sampling(greedy=True, max_new_tokens=1, stop=()),
+                              batch_size=analyzer.batch_size)
     return time.perf_counter() - t0, sum(len(p) for p in prompts)
 
 
@@ -111,14 +109,13 @@ def main() -> None:
                 d = distill.run(1, episodes, batch)
                 row.update(analysis=d["time/analysis"], rescore=d["time/rescore"], parse_rate=d["distill/parse_rate"],
                            skill_rate=d["distill/skill_rate"])
-                row["analysis_prefill"], counts["analysis_prompt_tokens"] = analysis_prefill_seconds(comps, episodes)
-                counts["analysis_new_tokens"] = sum(len(comps.tokenizer.encode(e.analysis["raw"]))
-                                                    for e in episodes if e.analysis)
-                skills = {e.episode_id: e.skill for e in episodes if e.skill}
-                with_skill = [s for s in batch.samples if s.episode_id in skills]
-                counts["rescore_pair_tokens"] = distinct_pair_tokens(
-                    [render(s.state, comps.tokenizer, skill=skills[s.episode_id]) for s in with_skill],
-                    [s.response_ids for s in with_skill])
+                analysed = [e for e in episodes if e.analysis is not None]
+                prefill_s, counts["analysis_prompt_tokens"] = analysis_prefill_seconds(distill.analyzer, analysed)
+                row["analysis_prefill"] = prefill_s
+                counts["analysis_new_tokens"] = sum(len(comps.tokenizer.encode(e.analysis["raw"])) for e in analysed)
+                _, prompts, responses = teacher_pairs(comps.tokenizer, batch.samples,
+                                                      {e.episode_id: e.skill for e in analysed if e.skill})
+                counts["rescore_pair_tokens"] = distinct_pair_tokens(prompts, responses)
             comps.cfg.distill.kind = method if method == "seed" else "none"
             t1 = time.perf_counter()
             stats = policy_update(comps, make_optimizer(comps.policy.model, cfg), batch)
@@ -149,8 +146,8 @@ def main() -> None:
     pooled = (grpo_pooled + extra["analysis"] + extra["rescore"]) / grpo_pooled
     floor = (grpo_pooled + extra["analysis_prefill"] + extra["rescore"]) / grpo_pooled
     print(f"paired (median of per-repeat ratios) {paired:.2f}x; pooled update median {update:.1f}s: {pooled:.2f}x")
-    print(f"analysis prefill alone {extra['analysis_prefill']:.1f}s of {extra['analysis']:.1f}s; with analysis decoding "
-          f"free, SEED / GRPO (pooled update) would be {floor:.2f}x")
+    print(f"analysis prefill alone {extra['analysis_prefill']:.1f}s of {extra['analysis']:.1f}s; "
+          f"with analysis decoding free, SEED / GRPO (pooled update) would be {floor:.2f}x")
     print("tokens read: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
     out = Path(__file__).parent / "results" / "cost.json"
     out.parent.mkdir(parents=True, exist_ok=True)

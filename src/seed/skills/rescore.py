@@ -10,9 +10,10 @@ from seed.rollout.types import StepSample
 from seed.skills.analyzer import step_skill_text
 
 
-def rescore(teacher_backend, tokenizer, samples: list[StepSample], skills: dict[str, str],
-            token_budget: int, step_skills: dict[str, dict[int, str]] | None = None) -> list[list[float] | None]:
-    """Per sample: teacher log-probs of its response tokens, or None when its episode has no skill.
+def teacher_pairs(tokenizer, samples: list[StepSample], skills: dict[str, str],
+                  step_skills: dict[str, dict[int, str]] | None = None
+                  ) -> tuple[list[int], list[list[int]], list[list[int]]]:
+    """The samples whose episode has a skill, with their teacher prompts and (sampled) responses.
 
     With OPID-style step skills, a step's skill block also carries that step's own sentence."""
     step_skills = step_skills or {}
@@ -22,7 +23,13 @@ def rescore(teacher_backend, tokenizer, samples: list[StepSample], skills: dict[
         return step_skill_text(skills[s.episode_id], step_skills.get(s.episode_id, {}).get(s.step_index + 1))
 
     prompts = [render(samples[i].state, tokenizer, skill=skill_of(samples[i])) for i in idx]
-    responses = [samples[i].response_ids for i in idx]
+    return idx, prompts, [samples[i].response_ids for i in idx]
+
+
+def rescore(teacher_backend, tokenizer, samples: list[StepSample], skills: dict[str, str],
+            token_budget: int, step_skills: dict[str, dict[int, str]] | None = None) -> list[list[float] | None]:
+    """Per sample: teacher log-probs of its response tokens, or None when its episode has no skill."""
+    idx, prompts, responses = teacher_pairs(tokenizer, samples, skills, step_skills)
     scored = teacher_backend.logprobs(prompts, responses, token_budget) if idx else []
     out: list[list[float] | None] = [None] * len(samples)
     for i, lp in zip(idx, scored):

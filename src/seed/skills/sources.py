@@ -33,12 +33,15 @@ class PolicyAnalyzer:
         self.sampling = Sampling(greedy=True, max_new_tokens=max_new_tokens, stop=())
         self.batch_size = batch_size
 
+    def prompts(self, episodes: list[Episode]) -> list[list[int]]:
+        """Each episode's analysis request as chat token ids, ending with the assistant turn's opening."""
+        return [chat_ids(self.tokenizer, analysis_prompt(e, step_skills=self.step_skills)[0]) for e in episodes]
+
     def analyse(self, episodes: list[Episode]) -> list[tuple[str, Analysis]]:
         """One analysis per episode. Episodes with the same analysis prompt (a group's rollouts that went the
         same way: 3 of 16 on the default batch) are decoded once; decoding is greedy, so each would get the
         same text."""
-        prompts = [chat_ids(self.tokenizer, analysis_prompt(e, step_skills=self.step_skills)[0]) for e in episodes]
-        keys, of_episode = distinct_rows([tuple(p) for p in prompts])
+        keys, of_episode = distinct_rows([tuple(p) for p in self.prompts(episodes)])
         gens = self.backend.generate([list(p) for p in keys], self.sampling, batch_size=self.batch_size)
         return [(gens[k].text, parse_analysis(gens[k].text, max_step_skills=self.step_skills, num_steps=len(e.steps)))
                 for k, e in zip(of_episode, episodes)]
