@@ -12,47 +12,63 @@ from pathlib import Path
 
 
 def _config(args):
-    from seed.config import load_config
+    """The validated config, checked against this machine and against the run directory it would continue."""
+    from seed.config import check_resume, check_runtime, load_config
 
     path = args.config
     overrides = list(args.overrides)
     if path is not None and "=" in path and not Path(path).exists():  # `seed train key=value` without a file
         overrides.insert(0, path)
         path = None
-    return load_config(path if path is not None else "default", overrides)
+    cfg = load_config(path if path is not None else "default", overrides)
+    check_runtime(cfg)
+    check_resume(cfg, Path(cfg.run_dir), force=getattr(args, "force", False))
+    return cfg
 
 
 def _components(cfg, with_reference=True):
+    """Model, tokenizer and reference, loaded before anything is written to the run directory."""
+    from seed.errors import RunError
     from seed.train.components import build_components
 
-    return build_components(cfg, with_reference=with_reference)
+    try:
+        return build_components(cfg, with_reference=with_reference)
+    except (OSError, ValueError) as exc:
+        raise RunError(f"model {cfg.model.name!r} could not be loaded: {' '.join(str(exc).split())[:400]}") from exc
+
+
+def _prepared(cfg, args, with_reference=True):
+    """Components first (a bad model fails before any file exists), then the run directory."""
+    from seed.train.pipeline import prepare_run_dir
+
+    comps = _components(cfg, with_reference)
+    prepare_run_dir(cfg, force=args.force)
+    return comps
 
 
 def cmd_train(args) -> None:
-    from seed.train.pipeline import prepare_run_dir, train_stage
+    from seed.train.pipeline import train_stage
 
     cfg = _config(args)
-    prepare_run_dir(cfg)
-    train_stage(_components(cfg))
+    train_stage(_prepared(cfg, args))
 
 
 def cmd_eval(args) -> None:
-    from seed.train.pipeline import eval_stage, load_latest_weights, prepare_run_dir
+    from seed.train.pipeline import eval_stage, load_latest_weights
 
     cfg = _config(args)
-    prepare_run_dir(cfg)
-    comps = _components(cfg, with_reference=False)
+    comps = _prepared(cfg, args, with_reference=False)
     update = load_latest_weights(comps)
     eval_stage(comps, f"update_{update:05d}")
 
 
 def cmd_run(args) -> None:
-    from seed.train.pipeline import eval_stage, prepare_run_dir, start_stages, train_stage
+    from seed.train.pipeline import eval_stage, start_stages, train_stage
 
     t0 = time.time()
     cfg = _config(args)
-    run_dir = prepare_run_dir(cfg)
-    comps = _components(cfg)
+    comps = _prepared(cfg, args)
+    run_dir = Path(cfg.run_dir)
     start_stages(comps)
     initial = eval_stage(comps, "initial")
     train_stage(comps)
@@ -73,23 +89,22 @@ def cmd_run(args) -> None:
 
 def cmd_label(args) -> None:
     from seed.train.analyzer_sft import label_stage
-    from seed.train.pipeline import prepare_run_dir, progress_bar
+    from seed.train.pipeline import progress_bar
 
     cfg = _config(args)
-    prepare_run_dir(cfg)
+    comps = _prepared(cfg, args, with_reference=False)
     bar = progress_bar(total=cfg.label.tasks, desc="label (tasks)")
-    out = label_stage(_components(cfg, with_reference=False), progress=bar.update)
+    out = label_stage(comps, progress=bar.update)
     bar.close()
     print(f"labels: {out}")
 
 
 def cmd_sft(args) -> None:
-    from seed.train.pipeline import prepare_run_dir, sft_stage_once
+    from seed.train.pipeline import sft_stage_once
 
+    args.overrides = list(args.overrides) + ["sft.enabled=true"]
     cfg = _config(args)
-    cfg.sft.enabled = True
-    prepare_run_dir(cfg)
-    comps = _components(cfg)
+    comps = _prepared(cfg, args)
     sft_stage_once(comps)
     print((Path(cfg.run_dir) / "stage_sft.json").read_text())
 
@@ -116,16 +131,21 @@ def cmd_export(args) -> None:
     from seed.config import load_config
     from seed.dist.fsdp import export_hf
     from seed.models import load_model, load_tokenizer
-    from seed.train.checkpoint import latest_checkpoint, load_checkpoint
+    from seed.errors import RunError
+    from seed.train.checkpoint import load_checkpoint, load_latest_checkpoint
 
     run_dir = Path(args.run_dir)
     cfg = load_config(run_dir / "config.yaml")
-    ckpt = Path(args.checkpoint) if args.checkpoint else latest_checkpoint(run_dir)
-    if ckpt is None:
-        raise SystemExit(f"seed: no checkpoint under {run_dir / 'checkpoints'}")
+    if args.checkpoint:
+        ckpt = Path(args.checkpoint)
+        state = load_checkpoint(ckpt)  # verified: a planted or damaged file is refused before anything runs
+    else:
+        ckpt, state = load_latest_checkpoint(run_dir)
+    if state is None:
+        raise RunError(f"no checkpoint under {run_dir / 'checkpoints'}")
     tok = load_tokenizer(cfg.model.name)
     model = load_model(cfg.model.name, tok, lora=cfg.model.lora, seed=cfg.seed)
-    out = export_hf(model, tok, load_checkpoint(ckpt)["model"], Path(args.out_dir))
+    out = export_hf(model, tok, state["model"], Path(args.out_dir))
     print(f"exported {ckpt} -> {out}")
 
 
@@ -186,6 +206,8 @@ def main(argv: list[str] | None = None) -> int:
         p = sub.add_parser(name, help=helptext)
         p.add_argument("config", nargs="?", default=None, help="YAML file or shipped config name (default: default)")
         p.add_argument("overrides", nargs="*", help="key=value overrides, e.g. train.updates=10 run_dir=runs/x")
+        p.add_argument("--force", action="store_true",
+                       help="continue a run directory under a changed config (the old one is kept as config.N.yaml)")
         p.set_defaults(fn=fn)
     p = sub.add_parser("report", help="per-update table and the tokens the skills shifted most")
     p.add_argument("run_dir")
@@ -208,12 +230,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=os.environ.get("SEED_LOG", "WARNING"), format="%(levelname)s %(name)s: %(message)s")
     from seed.config import ConfigError
+    from seed.errors import SeedError
 
     try:
         args.fn(args)
     except ConfigError as exc:
         print(f"seed: config error: {exc}", file=sys.stderr)
         return 2
+    except SeedError as exc:
+        print(f"seed: error: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -4,7 +4,11 @@ Every error names the key and the allowed values, and is raised before any work 
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
+import math
+import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,8 +54,8 @@ class RolloutConfig:
     tasks_per_update: int = _positive(16)
     group_size: int = _positive(8)
     temperature: float = _positive(1.0, minimum=0)
-    max_response_tokens: int = _positive(512)
-    max_prompt_tokens: int = _positive(2048)
+    max_response_tokens: int = _positive(512, maximum=32768)
+    max_prompt_tokens: int = _positive(2048, maximum=1_048_576)
     invalid_penalty: float = _positive(0.1, minimum=0)
     success_reward: float = _positive(10.0, minimum=0)
     generation_batch_size: int = _positive(64)
@@ -79,8 +83,8 @@ class DistConfig:
 class AlgoConfig:
     advantage: str = _choice("grpo", "grpo", "gigpo")
     norm: str = _choice("mean_std", "mean_std", "mean")
-    gigpo_step_weight: float = 1.0
-    gigpo_gamma: float = 0.95
+    gigpo_step_weight: float = _positive(1.0, minimum=0)
+    gigpo_gamma: float = _positive(0.95, minimum=0, maximum=1)
     clip: float = _positive(0.2, minimum=0)
     kl_coef: float = _positive(0.01, minimum=0)
     entropy_coef: float = _positive(0.001, minimum=0)
@@ -104,9 +108,26 @@ class DistillConfig:
     teacher: str = _choice("oracle", "oracle", doc="external analyzer for skill_source=teacher")
     library_path: str = ""
     teacher_weights: str = _choice("live", "live", "base", "ema")
-    ema_decay: float = _positive(0.99, minimum=0)
-    analyzer_max_new_tokens: int = _positive(256)
+    ema_decay: float = _positive(0.99, minimum=0, maximum=1)
+    analyzer_max_new_tokens: int = _positive(256, maximum=32768)
     step_skills: int = _positive(0, minimum=0, doc="OPID-style: up to K step skills per episode (0 = off)")
+
+
+@dataclass
+class OpenAIConfig:
+    """An OpenAI-compatible chat-completions endpoint as the labelling teacher. The key is read from the environment
+    variable `api_key_env` or from `api_key_file`; a key written here is used but never saved (redacted)."""
+
+    base_url: str = ""
+    model: str = ""
+    api_key: str = ""
+    api_key_env: str = "OPENAI_API_KEY"
+    api_key_file: str = ""
+    max_concurrency: int = _positive(4)
+    retries: int = _positive(4, minimum=0, doc="retries of a transient failure (connection, timeout, 5xx, 429, bad body)")
+    timeout: float = _positive(120.0, minimum=0.001, doc="seconds one attempt may take, end to end")
+    deadline: float = _positive(600.0, minimum=0.001, doc="seconds one request may take, all attempts together")
+    backoff: float = _positive(1.0, minimum=0, doc="first retry delay in seconds; doubles every retry")
 
 
 @dataclass
@@ -117,8 +138,9 @@ class LabelConfig:
     tasks: int = _positive(180)
     group_size: int = _positive(8)
     temperature: float = _positive(0.4, minimum=0)
-    openai: dict = field(default_factory=lambda: {"base_url": "", "model": "", "api_key": "", "max_concurrency": 4,
-                                                  "retries": 4, "timeout": 120})
+    max_failed_share: float = _positive(0.25, minimum=0, maximum=1,
+                                        doc="labelling fails as a stage only when more episodes than this fail")
+    openai: OpenAIConfig = field(default_factory=OpenAIConfig)
 
 
 @dataclass
@@ -129,9 +151,9 @@ class SftConfig:
     epochs: int = _positive(3)
     lr: float = _positive(5e-6, minimum=0)
     batch_size: int = _positive(8)
-    holdout: float = _positive(0.1, minimum=0)
+    holdout: float = _positive(0.1, minimum=0, maximum=0.9, doc="share of labels held out")
     eval_generations: int = _positive(16, minimum=0, doc="held-out prompts generated greedily to measure parse rate")
-    max_new_tokens: int = _positive(256)
+    max_new_tokens: int = _positive(256, maximum=32768)
 
 
 @dataclass
@@ -157,20 +179,21 @@ class TrainConfig:
     updates: int = _positive(150)
     checkpoint_every: int = _positive(10)
     keep_checkpoints: int = _positive(2)
+    max_skipped_steps: int = _positive(3, doc="stop after this many consecutive optimizer steps skipped for NaN/inf")
 
 
 @dataclass
 class EvalConfig:
     episodes: int = _positive(64, doc="panel size per split")
     splits: list[str] = field(default_factory=lambda: ["valid_seen", "valid_unseen"])
-    temperature: float = 0.4
+    temperature: float = _positive(0.4, minimum=0)
     every: int = _positive(0, minimum=0, doc="evaluate every N updates (0 = only before and after training)")
 
 
 @dataclass
 class Config:
     run_dir: str = "runs/default"
-    seed: int = 0
+    seed: int = _positive(0, minimum=0, maximum=2**32 - 1)
     model: ModelConfig = field(default_factory=ModelConfig)
     env: EnvConfig = field(default_factory=EnvConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
@@ -189,7 +212,7 @@ class Config:
 
 
 def _set(obj: Any, dotted: str, value: Any, path: str = "") -> None:
-    head, _, rest = dotted.partition(".")
+    head, _, rest = str(dotted).partition(".")
     full = f"{path}{head}"
     names = {f.name for f in dataclasses.fields(obj)}
     if head not in names:
@@ -206,7 +229,7 @@ def _set(obj: Any, dotted: str, value: Any, path: str = "") -> None:
             raise ConfigError(f"config key {full!r} has no sub-keys")
     elif dataclasses.is_dataclass(current):
         if not isinstance(value, dict):
-            raise ConfigError(f"config key {full!r} must be a mapping")
+            raise ConfigError(f"config key {full!r} must be a mapping; got {value!r}")
         for k, v in value.items():
             _set(current, k, v, full + ".")
     else:
@@ -214,26 +237,15 @@ def _set(obj: Any, dotted: str, value: Any, path: str = "") -> None:
 
 
 def _validate(obj: Any, path: str = "") -> None:
+    """Types, finiteness, choices and ranges of every field, from the dataclasses' declarations."""
     for f in dataclasses.fields(obj):
         key, value = f"{path}{f.name}", getattr(obj, f.name)
         if dataclasses.is_dataclass(value):
             _validate(value, key + ".")
             continue
         default = f.default if f.default is not dataclasses.MISSING else None
-        if isinstance(default, bool) and not isinstance(value, bool):
-            raise ConfigError(f"config key {key!r} must be true or false; got {value!r}")
-        if isinstance(default, (int, float)) and not isinstance(default, bool):
-            if isinstance(value, str):  # YAML reads "1e-6" as a string
-                try:
-                    value = float(value)
-                except ValueError:
-                    pass
-                setattr(obj, f.name, value)
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ConfigError(f"config key {key!r} must be a number; got {value!r}")
-            if isinstance(default, int) and not isinstance(default, bool) and float(value) != int(value):
-                raise ConfigError(f"config key {key!r} must be an integer; got {value!r}")
-            setattr(obj, f.name, int(value) if isinstance(default, int) else float(value))
+        value = _checked_type(key, value, default, str(f.type))
+        setattr(obj, f.name, value)
         choices = f.metadata.get("choices")
         if choices and value not in choices:
             raise ConfigError(f"config key {key!r} = {value!r} is not allowed; allowed: {', '.join(map(str, choices))}")
@@ -245,15 +257,75 @@ def _validate(obj: Any, path: str = "") -> None:
             raise ConfigError(f"config key {key!r} = {value!r} must be <= {maximum}")
 
 
-def _parse_value(text: str) -> Any:
-    return yaml.safe_load(text) if text != "" else ""
+def _checked_type(key: str, value: Any, default: Any, annotation: str) -> Any:
+    """`value` as the field's type (YAML reads "1e-6" as a string: numbers are converted), or a ConfigError."""
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise ConfigError(f"config key {key!r} must be true or false; got {value!r}")
+    elif isinstance(default, (int, float)):
+        if isinstance(value, str):
+            try:
+                value = float(value)
+            except ValueError:
+                pass
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"config key {key!r} must be a number; got {value!r}")
+        if not math.isfinite(value):
+            raise ConfigError(f"config key {key!r} must be a finite number; got {value!r}")
+        if isinstance(default, int) and float(value) != int(value):
+            raise ConfigError(f"config key {key!r} must be an integer; got {value!r}")
+        value = int(value) if isinstance(default, int) else float(value)
+    elif isinstance(default, str):
+        if not isinstance(value, str):
+            raise ConfigError(f"config key {key!r} must be a string; got {value!r}")
+    elif annotation.startswith("list"):
+        if not (value is None and "None" in annotation) and not (
+                isinstance(value, list) and all(isinstance(v, str) for v in value)):
+            raise ConfigError(f"config key {key!r} must be a list of strings; got {value!r}")
+    elif annotation.startswith("dict"):
+        if not (value is None and "None" in annotation) and not isinstance(value, dict):
+            raise ConfigError(f"config key {key!r} must be a mapping{' or null' if 'None' in annotation else ''}; "
+                              f"got {value!r}")
+    return value
 
 
-def resolve_config_path(name: str | None) -> Path | None:
-    """A path, or the name of a shipped config (`default`, `tiny`, ...)."""
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """safe_load that refuses a key written twice in one mapping (YAML would silently keep the last)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                duplicate = key in seen
+                seen.add(key)
+            except TypeError:
+                raise yaml.constructor.ConstructorError(None, None, f"unhashable key {key!r}", key_node.start_mark)
+            if duplicate:
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+        return super().construct_mapping(node, deep)
+
+
+def _yaml(text: str, where: str) -> Any:
+    try:
+        return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
+    except yaml.YAMLError as exc:
+        detail = " ".join(str(exc).split())
+        raise ConfigError(f"{where} is not valid YAML: {detail[:300]}") from None
+
+
+def _parse_value(text: str, item: str) -> Any:
+    return _yaml(text, f"override {item!r}") if text != "" else ""
+
+
+def resolve_config_path(name: str | None, relative_to: Path | None = None) -> Path | None:
+    """A path (relative to `relative_to`'s folder when given, as `base:` is), or a shipped config name."""
     if name is None:
         return None
-    p = Path(name)
+    name = str(name)
+    p = Path(name).expanduser()
+    if relative_to is not None and not p.is_absolute() and (relative_to.parent / p).exists():
+        return relative_to.parent / p
     if p.exists():
         return p
     shipped = CONFIG_DIR / (name if name.endswith((".yaml", ".yml")) else f"{name}.yaml")
@@ -264,7 +336,8 @@ def resolve_config_path(name: str | None) -> Path | None:
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> Config:
-    """Defaults <- YAML file (after the file it names as `base`, if any) <- `key=value` overrides; then validation."""
+    """Defaults <- YAML file (after the file it names as `base`, if any) <- `key=value` overrides; then validation
+    of every value and of what the values name (files, envs, models), before anything is written."""
     cfg = Config()
     if path is not None:
         _apply_file(cfg, str(path), [])
@@ -272,41 +345,203 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         if "=" not in item:
             raise ConfigError(f"override {item!r} must look like key=value (e.g. train.updates=10)")
         k, v = item.split("=", 1)
-        _set(cfg, k.strip(), _parse_value(v.strip()))
+        _set(cfg, k.strip(), _parse_value(v.strip(), item))
     _validate(cfg)
-    if cfg.env.name == "alfworld" and cfg.env.task_types:
-        from seed.envs.alfworld.generator import TASK_TYPES
+    _check_references(cfg)
+    return cfg
 
-        bad = [t for t in cfg.env.task_types if t not in TASK_TYPES]
-        if bad:
-            raise ConfigError(f"config key 'env.task_types' has unknown {bad}; allowed: {', '.join(TASK_TYPES)}")
-    if cfg.distill.kind != "none" and cfg.distill.skill_source == "library" and not cfg.distill.library_path:
-        raise ConfigError("config key 'distill.library_path' is required when distill.skill_source is 'library'")
+
+def _check_references(cfg: Config) -> None:
+    """What the values point at: env names and constructor arguments, task types, files, the model, the teacher."""
+    if not cfg.run_dir.strip():
+        raise ConfigError("config key 'run_dir' must name a directory; got ''")
+    if Path(cfg.run_dir).exists() and not Path(cfg.run_dir).is_dir():
+        raise ConfigError(f"config key 'run_dir' = {cfg.run_dir!r} is a file, not a directory")
+    _check_model(cfg.model)
+    _check_env(cfg.env)
+    d = cfg.distill
+    if d.kind != "none" and d.skill_source == "library":
+        if not d.library_path:
+            raise ConfigError("config key 'distill.library_path' is required when distill.skill_source is 'library'")
+        if not Path(d.library_path).is_file():
+            raise ConfigError(f"config key 'distill.library_path' = {d.library_path!r}: no such file")
     if cfg.dist.train_processes > 1:
-        for key, bad, why in (("distill.teacher_weights", cfg.distill.teacher_weights == "ema", "live, base"),
+        for key, bad, why in (("distill.teacher_weights", d.teacher_weights == "ema", "live, base"),
                               ("model.lora", bool(cfg.model.lora), "null")):
             if bad:
                 raise ConfigError(f"config key {key!r} is not supported with dist.train_processes > 1; allowed: {why}")
     if cfg.generation.backend == "vllm" and cfg.model.device != "cuda":
         raise ConfigError("config key 'generation.backend' = 'vllm' needs model.device = 'cuda'; allowed on cpu: hf")
+    if not cfg.eval.splits:
+        raise ConfigError("config key 'eval.splits' must name at least one split; allowed: train, valid_seen, "
+                          "valid_unseen")
     bad_splits = [s for s in cfg.eval.splits if s not in ("train", "valid_seen", "valid_unseen")]
     if bad_splits:
         raise ConfigError(f"config key 'eval.splits' has unknown {bad_splits}; allowed: train, valid_seen, valid_unseen")
-    return cfg
+    o = cfg.label.openai
+    if cfg.label.teacher == "openai":
+        for key in ("base_url", "model"):
+            if not getattr(o, key):
+                raise ConfigError(f"config key 'label.openai.{key}' is required when label.teacher is 'openai'")
+        if not o.base_url.startswith(("http://", "https://")):
+            raise ConfigError(f"config key 'label.openai.base_url' = {o.base_url!r} must start with http:// or https://")
+    if o.api_key_file and not Path(o.api_key_file).expanduser().is_file():
+        raise ConfigError(f"config key 'label.openai.api_key_file' = {o.api_key_file!r}: no such file")
+
+
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+def _check_model(m: ModelConfig) -> None:
+    from seed.models.load import SMOLLM2, TINY
+
+    name = m.name
+    if name not in (SMOLLM2, TINY) and not Path(name).expanduser().is_dir():
+        if not _HUB_ID.match(name) or name.startswith((".", "~")):
+            raise ConfigError(f"config key 'model.name' = {name!r} is neither a shipped model ({SMOLLM2}, {TINY}), "
+                              f"an existing folder, nor a hub id (org/name)")
+    if m.lora:
+        import peft
+
+        allowed = {f.name for f in dataclasses.fields(peft.LoraConfig)} - {"task_type", "peft_type"}
+        unknown = sorted(set(map(str, m.lora)) - allowed)
+        if unknown:
+            raise ConfigError(f"config key 'model.lora' has unknown {unknown}; allowed: e.g. r, lora_alpha, "
+                              f"lora_dropout, target_modules (peft.LoraConfig fields)")
+
+
+def _check_env(e: EnvConfig) -> None:
+    from seed.envs.base import available, constructor_parameters
+
+    if e.name not in available():
+        raise ConfigError(f"config key 'env.name' = {e.name!r} is not registered; allowed: {', '.join(available())}")
+    params = constructor_parameters(e.name)
+    unknown = sorted(set(map(str, e.kwargs)) - params) if params is not None else []
+    if unknown:
+        raise ConfigError(f"config key 'env.kwargs' has unknown {unknown} for env {e.name!r}; allowed: "
+                          f"{', '.join(sorted(params))}")
+    if e.name == "alfworld" and e.task_types:
+        from seed.envs.alfworld.generator import TASK_TYPES
+
+        bad = [t for t in e.task_types if t not in TASK_TYPES]
+        if bad:
+            raise ConfigError(f"config key 'env.task_types' has unknown {bad}; allowed: {', '.join(TASK_TYPES)}")
+
+
+def check_runtime(cfg: Config) -> None:
+    """What only this machine can say: a CUDA device, vLLM. Not part of load_config, so GPU recipes load anywhere."""
+    if cfg.model.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ConfigError("config key 'model.device' = 'cuda', but no CUDA device is visible here; allowed: cpu")
+    if cfg.generation.backend == "vllm":
+        import importlib.util
+
+        if importlib.util.find_spec("vllm") is None:
+            raise ConfigError("config key 'generation.backend' = 'vllm', but vllm is not installed; allowed: hf")
+
+
+def _read_config_file(p: Path) -> dict:
+    if p.is_dir():
+        raise ConfigError(f"config file {str(p)!r} is a directory, not a YAML file")
+    try:
+        text = p.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config file {str(p)!r} is not UTF-8 text (byte {exc.start})") from None
+    except OSError as exc:
+        raise ConfigError(f"config file {str(p)!r} cannot be read: {exc.strerror}") from None
+    data = _yaml(text, f"config file {str(p)!r}") or {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {str(p)!r}: the top level must be a mapping")
+    return data
 
 
 def _apply_file(cfg: Config, name: str, chain: list[Path]) -> None:
-    p = resolve_config_path(name).resolve()
+    p = resolve_config_path(name, chain[-1] if chain else None).resolve()
     if p in chain:
         raise ConfigError(f"config key 'base': {' -> '.join(map(str, chain + [p]))} is a cycle")
-    data = yaml.safe_load(p.read_text()) or {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"{p}: the top level must be a mapping")
+    data = _read_config_file(p)
     if "base" in data:
         _apply_file(cfg, str(data.pop("base")), chain + [p])
     for k, v in data.items():
         _set(cfg, k, v)
 
 
+SECRET_KEYS = ("label.openai.api_key",)
+REDACTED = "<redacted>"
+
+
+def redacted(d: dict) -> dict:
+    """A config dict with every secret value replaced, as it may be written anywhere."""
+    out = copy.deepcopy(d)
+    for dotted in SECRET_KEYS:
+        *parents, leaf = dotted.split(".")
+        node = out
+        for k in parents:
+            node = node.get(k, {}) if isinstance(node, dict) else {}
+        if isinstance(node, dict) and node.get(leaf):
+            node[leaf] = REDACTED
+    return out
+
+
 def save_config(cfg: Config, path: Path) -> None:
-    path.write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+    """The resolved config, secrets redacted, written atomically."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(yaml.safe_dump(redacted(cfg.to_dict()), sort_keys=False))
+    os.replace(tmp, path)
+
+
+# Keys whose change would make the run another run (its task stream, its weights' shapes): never changed mid-run.
+FIXED_KEYS = ("seed", "model.name", "model.lora", "env.name", "env.kwargs", "env.task_types",
+              "rollout.tasks_per_update")
+# Keys that say how long, or where, a run goes on, not what it computes: may change on every resume.
+FREE_KEYS = ("train.updates", "train.checkpoint_every", "train.keep_checkpoints", "env.workers", "env.step_timeout",
+             "model.device", "dist.ray_address", "dist.train_processes", "generation.backend", "generation.workers",
+             "generation.gpu_memory_utilization", "generation.gpus_per_worker")
+
+
+def flat(cfg: Config) -> dict[str, Any]:
+    """Dotted key -> value for every leaf of the config (mapping-valued keys such as env.kwargs are leaves)."""
+    out: dict[str, Any] = {}
+
+    def walk(obj: Any, prefix: str) -> None:
+        for f in dataclasses.fields(obj):
+            value = getattr(obj, f.name)
+            if dataclasses.is_dataclass(value):
+                walk(value, f"{prefix}{f.name}.")
+            else:
+                out[f"{prefix}{f.name}"] = value
+
+    walk(cfg, "")
+    return out
+
+
+def check_resume(cfg: Config, run_dir: Path, force: bool = False) -> bool:
+    """An existing run directory continues only under the config it was started with: a changed key needs
+    `force` (listed in the error), a FIXED_KEYS change is never allowed. True when the saved config differs and
+    `force` lets the run go on under the new one."""
+    saved = Path(run_dir) / "config.yaml"
+    if not saved.exists():
+        return False
+    try:
+        old = flat(load_config(saved))
+    except ConfigError as exc:
+        if not force:
+            raise ConfigError(f"{saved} cannot be read ({exc}); re-run with --force to replace it") from None
+        return True
+    new = flat(cfg)
+    new = {k: (REDACTED if k in SECRET_KEYS and v else v) for k, v in new.items()}
+    changed = {k: (old[k], new[k]) for k in new if k in old and old[k] != new[k] and k not in FREE_KEYS}
+    if not changed:
+        return False
+    listing = "; ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in sorted(changed.items()))
+    fixed = sorted(k for k in changed if k in FIXED_KEYS)
+    if fixed:
+        raise ConfigError(f"run_dir {str(run_dir)!r} was started with another config, and {', '.join(fixed)} can never "
+                          f"change mid-run ({listing}); use a new run_dir")
+    if not force:
+        raise ConfigError(f"run_dir {str(run_dir)!r} was started with another config ({listing}); re-run with --force "
+                          f"to continue under the new one, or use a new run_dir")
+    return True

@@ -1,9 +1,9 @@
 """`seed report RUN_DIR`: what a run did, per update, and where the skills shifted the policy most."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from seed.storage import read_jsonl
 from seed.train.metrics import read_metrics
 
 COLUMNS = (("update", "update", "{:>6}"), ("rollout/success", "success", "{:>8.3f}"),
@@ -27,8 +27,7 @@ def top_delta_tokens(run_dir: Path, tokenizer, k: int = 10) -> tuple[dict | None
     """The latest episode with a skill, and its k response tokens with the largest Δ = l_skill - l_rollout."""
     files = sorted((Path(run_dir) / "episodes").glob("update_*.jsonl"))
     for path in reversed(files):
-        for line in path.read_text().splitlines():
-            ep = json.loads(line)
+        for ep in read_jsonl(path):
             if not ep.get("skill"):
                 continue
             scored = []

@@ -5,11 +5,7 @@ is admissible (case and surrounding whitespace ignored). Anything else is a no-o
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
-
-_THINK = re.compile(r"<think>(.*?)</think>", re.DOTALL)
-_ACTION = re.compile(r"<action>(.*?)</action>", re.DOTALL)
 
 
 @dataclass
@@ -19,11 +15,25 @@ class ParsedAction:
     reason: str = ""
 
 
+def blocks(text: str, tag: str) -> list[str]:
+    """The contents of every non-overlapping `<tag>…</tag>` block, as a lazy regex would find them, in linear time:
+    once an opening tag has no closing tag after it, no later one can have one either."""
+    open_tag, close_tag = f"<{tag}>", f"</{tag}>"
+    out, start = [], text.find(open_tag)
+    while start >= 0:
+        end = text.find(close_tag, start + len(open_tag))
+        if end < 0:
+            break
+        out.append(text[start + len(open_tag):end])
+        start = text.find(open_tag, end + len(close_tag))
+    return out
+
+
 def parse_action(response: str, admissible: list[str] | None) -> ParsedAction:
-    actions = _ACTION.findall(response)
+    actions = blocks(response, "action")
     if len(actions) != 1:
         return ParsedAction("", False, f"expected one <action> block, found {len(actions)}")
-    if len(_THINK.findall(response)) != 1:
+    if len(blocks(response, "think")) != 1:
         return ParsedAction(actions[0].strip(), False, "expected one <think> block")
     action = " ".join(actions[0].strip().split())
     if admissible:

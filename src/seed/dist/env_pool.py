@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import logging
 import os
+import queue
+import threading
 import traceback
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from seed.envs.base import Env
+from seed.envs.base import Env, checked_result
 
 log = logging.getLogger(__name__)
 
@@ -33,32 +35,85 @@ class EnvFault:
 
 def _call(env: Env, method: str, arg: Any) -> Any:
     try:
-        return getattr(env, method)(arg)
+        return checked_result(method, getattr(env, method)(arg))
     except Exception as exc:  # one env's fault is one slot's fault
         return EnvFault(f"{method} failed: {exc!r}\n{traceback.format_exc(limit=3)}")
 
 
-class LocalEnvPool:
-    """Envs in this process, created on first use and reused across collects."""
+class _Watchdog:
+    """Runs env calls on a daemon thread and waits at most `timeout` seconds for each. A call that overruns is
+    abandoned (its thread is left to finish or hang on its own; the process can still exit) and a fresh thread
+    takes the next call."""
 
-    def __init__(self, env_factory: Callable[[], Env]):
+    def __init__(self, timeout: float):
+        self.timeout = timeout
+        self._jobs: queue.Queue | None = None
+
+    def _start(self) -> queue.Queue:
+        jobs: queue.Queue = queue.Queue()
+
+        def serve() -> None:
+            while True:
+                fn, box, done = jobs.get()
+                box.append(fn())
+                done.set()
+
+        threading.Thread(target=serve, daemon=True, name="env-call").start()
+        return jobs
+
+    def run(self, fn: Callable[[], Any]) -> tuple[bool, Any]:
+        """(finished in time, result)."""
+        if self._jobs is None:
+            self._jobs = self._start()
+        box: list = []
+        done = threading.Event()
+        self._jobs.put((fn, box, done))
+        if done.wait(self.timeout):
+            return True, box[0]
+        self._jobs = None  # that thread is stuck: the next call gets a new one
+        return False, None
+
+
+class LocalEnvPool:
+    """Envs in this process, created on first use and reused across collects. With `step_timeout > 0` each call
+    runs under a watchdog: an env that does not answer in time gives an EnvFault and is replaced on its next use."""
+
+    def __init__(self, env_factory: Callable[[], Env], step_timeout: float = 0.0):
         self.env_factory = env_factory
         self.envs: dict[int, Env] = {}
+        self.watchdog = _Watchdog(step_timeout) if step_timeout > 0 else None
 
     def _env(self, slot: int) -> Env:
         if slot not in self.envs:
             self.envs[slot] = self.env_factory()
         return self.envs[slot]
 
+    def _calls(self, method: str, calls: list[tuple[int, Any]]) -> list:
+        out = []
+        for slot, arg in calls:
+            if self.watchdog is None:
+                out.append(_call(self._env(slot), method, arg))
+                continue
+            finished, result = self.watchdog.run(lambda: _call(self._env(slot), method, arg))
+            if not finished:
+                self.envs.pop(slot, None)  # never touched again: it may still be running
+                result = EnvFault(f"{method} gave no answer within {self.watchdog.timeout:g}s (env.step_timeout)")
+                log.warning("env slot %d: %s; the env is replaced", slot, result.message)
+            out.append(result)
+        return out
+
     def reset(self, calls: list[tuple[int, int]]) -> list:
-        return [_call(self._env(slot), "reset", seed) for slot, seed in calls]
+        return self._calls("reset", calls)
 
     def step(self, calls: list[tuple[int, str]]) -> list:
-        return [_call(self._env(slot), "step", action) for slot, action in calls]
+        return self._calls("step", calls)
 
     def close(self) -> None:
         for env in self.envs.values():
-            env.close()
+            try:
+                env.close()
+            except Exception as exc:  # closing is best effort: a broken env must not fail the run's end
+                log.warning("env close failed: %r", exc)
         self.envs.clear()
 
 
@@ -141,5 +196,5 @@ def make_env_pool(env_factory: Callable[[], Env], workers: int = 0, step_timeout
                   ray_address: str | None = None):
     """`workers=0`: envs in this process; `workers>=1`: in that many Ray actors."""
     if workers <= 0:
-        return LocalEnvPool(env_factory)
+        return LocalEnvPool(env_factory, step_timeout)
     return RayEnvPool(env_factory, workers, step_timeout, ray_address)

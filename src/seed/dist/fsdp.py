@@ -12,13 +12,18 @@ for a single-process run; `export_hf` writes a plain Hugging Face folder (LoRA m
 """
 from __future__ import annotations
 
+import hashlib
 import os
+import pickle
 import shutil
 from pathlib import Path
 from typing import Callable
 
 import torch
 import torch.distributed as dist
+
+from seed.errors import CheckpointError
+from seed.storage import load_verified, save_verified
 
 
 def init_process_group(rank: int, world: int, backend: str | None = None, port: int = 29511) -> None:
@@ -109,11 +114,51 @@ def save_sharded(model, optimizer, path: Path, meta: dict | None = None) -> None
     dist.barrier()
     if dist.get_rank() == 0:
         names = [n for n, p in model.named_parameters() if p.requires_grad]
-        torch.save({**(meta or {}), "parameter_names": names}, tmp / "meta.pt")
+        save_verified({**(meta or {}), "parameter_names": names, "files_sha256": _folder_digest(tmp)}, tmp / "meta.pt")
         if path.exists():
             shutil.rmtree(path)
         os.replace(tmp, path)
     dist.barrier()
+
+
+def _folder_digest(folder: Path) -> str:
+    """SHA-256 over every shard file of a checkpoint folder (names and bytes), meta.pt excepted."""
+    h = hashlib.sha256()
+    for f in sorted(p for p in Path(folder).iterdir() if p.is_file() and p.name != "meta.pt"):
+        h.update(f.name.encode() + b"\0")
+        with f.open("rb") as fh:
+            for block in iter(lambda: fh.read(1 << 22), b""):
+                h.update(block)
+    return h.hexdigest()
+
+
+class _MetadataUnpickler(pickle.Unpickler):
+    """DCP stores its `.metadata` as a pickle; only the plain classes it is made of may appear in one."""
+
+    def find_class(self, module: str, name: str):
+        allowed = (module.startswith("torch.distributed.checkpoint.")
+                   or (module == "torch" and (name == "Size" or isinstance(getattr(torch, name, None),
+                                                                           (torch.dtype, torch.layout, torch.memory_format))))
+                   or (module == "pathlib" and name in ("PosixPath", "PurePosixPath", "WindowsPath", "PureWindowsPath"))
+                   or (module == "torch.serialization" and name == "_get_layout")  # torch.strided etc. by name
+                   or (module == "collections" and name == "OrderedDict"))
+        if not allowed:
+            raise pickle.UnpicklingError(f"{module}.{name} is not allowed in checkpoint metadata")
+        return super().find_class(module, name)
+
+
+def _check_sharded(path: Path) -> dict:
+    """The verified meta of a sharded checkpoint; raises CheckpointError before DCP unpickles anything unsafe."""
+    path = Path(path)
+    meta = load_verified(path / "meta.pt")
+    if meta.pop("files_sha256", None) != _folder_digest(path):
+        raise CheckpointError(f"{path}: checksum mismatch (a shard file is damaged)")
+    try:
+        with (path / ".metadata").open("rb") as f:
+            _MetadataUnpickler(f).load()
+    except Exception as exc:
+        raise CheckpointError(f"{path}/.metadata: cannot be read safely ({exc})") from exc
+    return meta
 
 
 def load_sharded_into_one_process(path: Path) -> dict:
@@ -123,12 +168,11 @@ def load_sharded_into_one_process(path: Path) -> dict:
 
     from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
 
+    meta = _check_sharded(path)
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "full.pt"
         dcp_to_torch_save(str(path), str(out))
-        state = torch.load(out, map_location="cpu", weights_only=False)
-    meta_file = Path(path) / "meta.pt"
-    meta = torch.load(meta_file, map_location="cpu", weights_only=False) if meta_file.exists() else {}
+        state = torch.load(out, map_location="cpu", weights_only=True)
     names = meta.pop("parameter_names", None)
     if names is not None:
         state["optimizer"] = _by_index(state["optimizer"], names)

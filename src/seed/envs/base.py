@@ -5,10 +5,14 @@ is a no-op step with `info["valid"] = False`; deciding what the *model* said is 
 """
 from __future__ import annotations
 
+import inspect
+import math
+import numbers
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, runtime_checkable
 
-__all__ = ["Obs", "Env", "register", "make", "available", "ENV_SPLITS"]
+__all__ = ["Obs", "Env", "register", "make", "available", "constructor_parameters", "checked_result",
+           "ENV_SPLITS"]
 
 ENV_SPLITS = ("train", "valid_seen", "valid_unseen")
 
@@ -39,6 +43,23 @@ class Env(Protocol):
     def close(self) -> None: ...
 
 
+def checked_result(method: str, result: Any) -> Any:
+    """An env's return value if it keeps the protocol (reset -> Obs; step -> (Obs, number, bool, dict)), else a
+    TypeError naming what came back."""
+    if method == "reset":
+        if not isinstance(result, Obs):
+            raise TypeError(f"reset returned {type(result).__name__}, not Obs")
+        return result
+    if not (isinstance(result, tuple) and len(result) == 4):
+        raise TypeError(f"step returned {type(result).__name__}, not (Obs, reward, done, info)")
+    obs, reward, done, info = result
+    if not isinstance(obs, Obs) or not isinstance(info, dict):
+        raise TypeError(f"step returned ({type(obs).__name__}, ..., {type(info).__name__}), not (Obs, ..., dict)")
+    if isinstance(reward, bool) or not isinstance(reward, numbers.Real) or not math.isfinite(reward):
+        raise TypeError(f"step returned reward {reward!r}, not a finite number")
+    return obs, float(reward), bool(done), info
+
+
 _REGISTRY: dict[str, tuple[Callable[..., Env], str]] = {}
 
 
@@ -61,6 +82,15 @@ def available() -> dict[str, str]:
     """Registered env names and one-line descriptions."""
     _load_builtins()
     return {k: d for k, (_, d) in sorted(_REGISTRY.items())}
+
+
+def constructor_parameters(name: str) -> set[str] | None:
+    """The keyword arguments env `name` takes besides `split` (None when it takes any: **kwargs)."""
+    _load_builtins()
+    params = inspect.signature(_REGISTRY[name][0]).parameters.values()
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return None
+    return {p.name for p in params if p.name not in ("self", "split")}
 
 
 def make(name: str, split: str = "train", **kwargs: Any) -> Env:

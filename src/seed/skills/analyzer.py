@@ -73,31 +73,50 @@ class Analysis:
 
 
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL)
+MAX_JSON_STARTS = 64  # "{" positions tried per candidate text: bounds the work at O(64 n)
 
 
 def _first_json_object(text: str) -> dict | None:
-    """The first decodable JSON object in text: inside a code fence or bare, trailing text ignored."""
-    candidates = _FENCE.findall(text) + [text]
+    """The first decodable JSON object in text: inside a code fence or bare, trailing text ignored.
+
+    Model output is hostile input: nesting deep enough to exhaust the recursion limit, numbers too long to convert,
+    thousands of stray braces. Each is a failed candidate, never an exception, and at most MAX_JSON_STARTS starts
+    are tried per candidate text, so the time is linear in the length."""
+    candidates = (_FENCE.findall(text) if "```" in text else []) + [text]
     decoder = json.JSONDecoder()
     for cand in candidates:
-        for start in [m.start() for m in re.finditer(r"\{", cand)]:
+        start = cand.find("{")
+        for _ in range(MAX_JSON_STARTS):
+            if start < 0:
+                break
             try:
-                obj, _ = decoder.raw_decode(cand[start:])
-            except json.JSONDecodeError:
-                continue
+                obj, _ = decoder.raw_decode(cand, start)
+            except (ValueError, RecursionError):  # JSONDecodeError, int too long, nesting too deep
+                obj = None
             if isinstance(obj, dict):
                 return obj
+            start = cand.find("{", start + 1)
     return None
 
 
 def parse_analysis(text: str, min_skill_words: int = MIN_SKILL_WORDS, max_step_skills: int = 0,
                    num_steps: int | None = None) -> Analysis:
-    """Extract and validate the analyzer's JSON. Step skills are read only when `max_step_skills > 0`; entries
-    whose key is not a shown step number, or whose sentence is shorter than 3 words, are dropped."""
-    obj = _first_json_object(text)
+    """Extract and validate the analyzer's JSON; never raises (unusable output gives `skill=None`). Step skills are
+    read only when `max_step_skills > 0`; entries whose key is not a shown step number, or whose sentence is
+    shorter than 3 words, are dropped."""
+    if not isinstance(text, str):
+        return Analysis("", None, False, f"analyzer output is {type(text).__name__}, not text")
+    try:
+        return _parse_object(_first_json_object(text), min_skill_words, max_step_skills, num_steps)
+    except (ValueError, RecursionError, TypeError) as exc:  # a value too large or deep to turn into text
+        return Analysis("", None, False, f"unusable JSON values: {type(exc).__name__}")
+
+
+def _parse_object(obj: dict | None, min_skill_words: int, max_step_skills: int, num_steps: int | None) -> Analysis:
     if obj is None:
         return Analysis("", None, False, "no JSON object found")
-    summary = str(obj.get("episode_summary", "")).strip()
+    summary = obj.get("episode_summary", "")
+    summary = " ".join(summary.split()) if isinstance(summary, str) else ""
     skill = obj.get("episode_skill")
     if not isinstance(skill, str) or not skill.strip():
         return Analysis(summary, None, True, "episode_skill missing")
@@ -113,10 +132,10 @@ def _step_skills(raw, limit: int, num_steps: int | None) -> dict[int, str]:
         return {}
     out: dict[int, str] = {}
     for key, value in raw.items():
-        try:
-            step = int(str(key).strip().removeprefix("Step").strip())
-        except ValueError:
+        digits = str(key).strip().removeprefix("Step").strip()
+        if not (digits.isdigit() and len(digits) <= 6):
             continue
+        step = int(digits)
         if step < 1 or (num_steps is not None and step > num_steps) or not isinstance(value, str):
             continue
         value = " ".join(value.split())

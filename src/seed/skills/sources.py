@@ -14,6 +14,7 @@ from typing import Callable
 
 import yaml
 
+from seed.envs.base import checked_result
 from seed.models.backend import Sampling
 from seed.models.batching import distinct_rows
 from seed.rollout.types import Episode
@@ -54,9 +55,18 @@ class TeacherAnalyzer:
     def analyse(self, episodes: list[Episode]) -> list[tuple[str, Analysis]]:
         out = []
         for e in episodes:
-            raw = self.teacher.label(e)
+            try:
+                raw = self.teacher.label(e)
+            except Exception as exc:  # a teacher fault (its env, its endpoint) costs this episode its skill
+                out.append(("", unusable(f"teacher failed: {type(exc).__name__}: {exc}"[:300])))
+                continue
             out.append((raw, parse_analysis(raw, max_step_skills=self.step_skills, num_steps=len(e.steps))))
         return out
+
+
+def unusable(why: str) -> Analysis:
+    """An analysis that gives its episode no skill (counted in distill/parse_rate and distill/skill_rate)."""
+    return Analysis("", None, False, why)
 
 
 class LibraryAnalyzer:
@@ -89,9 +99,13 @@ class PrivilegedAnalyzer:
     def analyse(self, episodes: list[Episode]) -> list[tuple[str, Analysis]]:
         out = []
         for e in episodes:
-            self.env.reset(e.task_seed)
-            plan = self.env.expert_plan()
-            skill = f"A shortest solution from the start: {', '.join(plan)}." if plan else ""
+            try:
+                checked_result("reset", self.env.reset(e.task_seed))
+                plan = self.env.expert_plan()
+            except Exception as exc:  # an env fault costs this episode its teacher context, not the run
+                out.append(("", unusable(f"expert failed: {type(exc).__name__}: {exc}"[:300])))
+                continue
+            skill = f"A shortest solution from the start: {', '.join(map(str, plan))}." if plan else ""
             raw = json.dumps({"episode_summary": "", "episode_skill": skill})
             out.append((raw, parse_analysis(raw)))
         return out

@@ -8,15 +8,21 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import random
 from pathlib import Path
 
 import torch
 
+from seed.errors import RunError
 from seed.models.backend import Sampling
 from seed.models.batching import token_budget_batches
+from seed.rollout.types import Episode
 from seed.skills.analyzer import analysis_prompt, parse_analysis
 from seed.skills.sources import chat_ids
+from seed.storage import read_jsonl
+
+log = logging.getLogger(__name__)
 
 LABEL_SEED_OFFSET = 50_000_000  # label tasks never coincide with RL tasks
 
@@ -27,20 +33,35 @@ def make_teacher(components):
         from seed.skills.teachers import OracleTeacher
 
         return OracleTeacher(components.env_factory("train"), components.cfg.distill.step_skills)
-    from seed.skills.openai_teacher import OpenAITeacher
+    from seed.skills.openai_teacher import OpenAITeacher, resolve_api_key
 
     o = cfg.openai
-    return OpenAITeacher(o.get("base_url", ""), o.get("model", ""), api_key=o.get("api_key", ""),
-                         cache_dir=Path(components.cfg.run_dir) / "teacher_cache",
-                         max_concurrency=int(o.get("max_concurrency", 4)), retries=int(o.get("retries", 4)),
-                         timeout=float(o.get("timeout", 120)), step_skills=components.cfg.distill.step_skills)
+    return OpenAITeacher(o.base_url, o.model, api_key=resolve_api_key(o.api_key, o.api_key_file, o.api_key_env),
+                         cache_dir=Path(components.cfg.run_dir) / "teacher_cache", max_concurrency=o.max_concurrency,
+                         retries=o.retries, backoff=o.backoff, timeout=o.timeout, deadline=o.deadline,
+                         step_skills=components.cfg.distill.step_skills)
+
+
+def label_episodes(teacher, episodes: list[Episode]) -> list[str | None]:
+    """The teacher's raw answer per episode; None where labelling failed (an env fault in the oracle's replay,
+    an endpoint that gave up): that episode is skipped, not the stage."""
+    if hasattr(teacher, "label_many"):
+        return teacher.label_many(episodes)
+    out: list[str | None] = []
+    for e in episodes:
+        try:
+            out.append(teacher.label(e))
+        except Exception as exc:  # one episode's labelling fault stays in that episode
+            log.warning("episode %s not labelled: %r", e.episode_id, exc)
+            out.append(None)
+    return out
 
 
 def label_stage(components, progress=None) -> Path:
     """Write labels.jsonl in the run directory; resumable (tasks already labelled are skipped)."""
     cfg = components.cfg
     out = Path(cfg.run_dir) / "labels.jsonl"
-    done = {json.loads(line)["task_seed"] for line in out.read_text().splitlines()} if out.exists() else set()
+    done = {r["task_seed"] for r in read_jsonl(out) if "task_seed" in r}
     todo = [LABEL_SEED_OFFSET + i for i in range(cfg.label.tasks) if LABEL_SEED_OFFSET + i not in done]
     if not todo:
         return out
@@ -48,13 +69,17 @@ def label_stage(components, progress=None) -> Path:
     collector = components.collector("train")
     sampling = Sampling(temperature=cfg.label.temperature, max_new_tokens=cfg.rollout.max_response_tokens)
     chunk = max(1, cfg.rollout.generation_batch_size // cfg.label.group_size)
+    tried = failed = 0
     for i in range(0, len(todo), chunk):
         seeds = todo[i:i + chunk]
         episodes = [e for e in collector.collect(components.policy, seeds, cfg.label.group_size, sampling,
                                                  id_prefix="label-") if e.error is None and e.steps]
-        labels = teacher.label_many(episodes) if hasattr(teacher, "label_many") else [teacher.label(e) for e in episodes]
+        labels = label_episodes(teacher, episodes)
+        tried, failed = tried + len(episodes), failed + sum(raw is None for raw in labels)
         with out.open("a") as f:
             for e, raw in zip(episodes, labels):
+                if raw is None:
+                    continue
                 analysis = parse_analysis(raw)  # the SFT target is the raw JSON, step skills included
                 f.write(json.dumps({"task_seed": e.task_seed, "episode_id": e.episode_id, "task_type": e.task_type,
                                     "outcome": "success" if e.won else "failure",
@@ -62,6 +87,13 @@ def label_stage(components, progress=None) -> Path:
                                     "response": raw, "parsed": analysis.skill is not None}) + "\n")
         if progress:
             progress(len(seeds))
+        if tried >= 16 and failed / tried > cfg.label.max_failed_share:
+            collector.close()
+            raise RunError(f"labelling failed for {failed} of {tried} episodes, more than label.max_failed_share = "
+                           f"{cfg.label.max_failed_share} (see the warnings above); the labels so far are kept in "
+                           f"{out}, and re-running resumes")
+    if failed:
+        log.warning("labelling: %d of %d episodes failed and were skipped", failed, tried)
     collector.close()
     return out
 
@@ -74,8 +106,8 @@ def sft_stage(components, labels: Path, progress_factory=None) -> dict:
     """Analyzer SFT on the labels that parsed; returns held-out loss, parse rate and skill presence."""
     cfg, policy, tok = components.cfg, components.policy, components.tokenizer
     s = cfg.sft
-    rows = [json.loads(line) for line in labels.read_text().splitlines()]
-    rows = [r for r in rows if r["parsed"]]
+    rows = read_jsonl(labels)
+    rows = [r for r in rows if r.get("parsed") and isinstance(r.get("prompt"), str) and isinstance(r.get("response"), str)]
     if not rows:
         raise ValueError(f"{labels}: no label parsed; nothing to train the analyzer on")
     pairs = [(chat_ids(tok, r["prompt"]), tok.encode(r["response"], add_special_tokens=False) + [tok.eos_token_id],

@@ -8,6 +8,8 @@ import math
 import os
 from pathlib import Path
 
+from seed.storage import read_jsonl
+
 
 def rss_mb() -> float:
     """This process's resident memory now (Linux /proc; 0.0 where unavailable): a leak shows as a slope."""
@@ -61,7 +63,5 @@ class MetricsLogger:
 
 
 def read_metrics(run_dir: Path) -> list[dict]:
-    path = Path(run_dir) / "metrics.jsonl"
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    """metrics.jsonl's rows; a torn trailing line (a kill mid-write) is skipped."""
+    return read_jsonl(Path(run_dir) / "metrics.jsonl")

@@ -3,15 +3,15 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from pathlib import Path
 
-import torch
-
-from seed.config import Config, save_config
-from seed.train.checkpoint import latest_checkpoint, load_checkpoint, rng_state, save_checkpoint
+from seed.config import Config, check_resume, redacted, save_config
+from seed.errors import CheckpointError, RunError
+from seed.storage import atomic_write_text, load_verified, save_verified
+from seed.train.checkpoint import (check_finite_weights, load_latest_checkpoint, remove_stale_temporaries,
+                                   rng_state, save_checkpoint)
 from seed.train.evaluate import evaluate, format_table
-from seed.train.metrics import MetricsLogger
+from seed.train.metrics import MetricsLogger, read_metrics
 from seed.train.rl import make_optimizer, train, write_jsonl
 
 log = logging.getLogger(__name__)
@@ -23,36 +23,43 @@ def progress_bar(**kw):
     return tqdm(dynamic_ncols=True, **kw)
 
 
-def prepare_run_dir(cfg: Config) -> Path:
+def prepare_run_dir(cfg: Config, force: bool = False) -> Path:
+    """Create the run directory and write its config, or check that an existing run's config is this one
+    (seed.config.check_resume: a changed config needs `force`; some keys can never change). Idempotent."""
     run_dir = Path(cfg.run_dir)
+    if check_resume(cfg, run_dir, force=force):  # --force: the old config is kept beside the new one
+        n = 1
+        while (run_dir / f"config.{n}.yaml").exists():
+            n += 1
+        (run_dir / "config.yaml").replace(run_dir / f"config.{n}.yaml")
+        print(f"seed: continuing under a changed config (--force); the old one is {run_dir / f'config.{n}.yaml'}")
     run_dir.mkdir(parents=True, exist_ok=True)
+    remove_stale_temporaries(run_dir)
     save_config(cfg, run_dir / "config.yaml")
     return run_dir
 
 
 def load_latest_weights(components) -> int:
-    """Load the newest checkpoint's model weights (if any); returns its update index (0 if none)."""
-    ckpt = latest_checkpoint(Path(components.cfg.run_dir))
-    if ckpt is None:
+    """Load the newest verified checkpoint's model weights (if any); returns its update index (0 if none)."""
+    _, state = load_latest_checkpoint(Path(components.cfg.run_dir))
+    if state is None:
         return 0
-    state = load_checkpoint(ckpt)
     components.policy.model.load_state_dict(state["model"])
     return int(state["update"])
 
 
-def _save_start_point(components) -> None:
-    """The model after the start stages is checkpoint 0 and the KL reference (as SEED's SFT model is)."""
+def _save_start_point(components, stages: dict) -> None:
+    """The model after the start stages is checkpoint 0 and the KL reference (as SEED's SFT model is). Checkpoint 0
+    also records which start stages it holds, so a run killed before their marker files never repeats them."""
     cfg = components.cfg
-    ref_path = Path(cfg.run_dir) / "reference.pt"
-    tmp = ref_path.with_suffix(".tmp")
-    torch.save(components.policy.model.state_dict(), tmp)
-    os.replace(tmp, ref_path)
+    weights = components.policy.model.state_dict()
+    check_finite_weights(weights, "the start point")
+    save_verified({"model": weights}, Path(cfg.run_dir) / "reference.pt")
     load_reference(components)
     save_checkpoint(Path(cfg.run_dir), 0, {
-        "model": components.policy.model.state_dict(),
-        "optimizer": make_optimizer(components.policy.model, cfg).state_dict(),
+        "model": weights, "optimizer": make_optimizer(components.policy.model, cfg).state_dict(),
         "rng": rng_state(), "generator": components.policy.generator.get_state(), "update": 0,
-        "config": cfg.to_dict()}, keep=cfg.train.keep_checkpoints)
+        "config": redacted(cfg.to_dict()), "start_stages": stages}, keep=cfg.train.keep_checkpoints)
 
 
 def _start_stage(components, name: str, fn) -> None:
@@ -61,15 +68,26 @@ def _start_stage(components, name: str, fn) -> None:
     marker = run_dir / f"stage_{name}.json"
     if marker.exists():
         return
-    latest = latest_checkpoint(run_dir)
+    latest, state = load_latest_checkpoint(run_dir)
+    stages = dict(state.get("start_stages", {})) if state is not None else {}
+    if name in stages:  # killed after the start point was saved: record the stage, do not run it again
+        _record_stage(run_dir, name, stages[name])
+        return
     if latest is not None and latest.name != "update_00000.pt":
         return  # RL has started: start stages are over
-    load_latest_weights(components)
+    if state is not None:
+        components.policy.model.load_state_dict(state["model"])
     stats = fn()
-    MetricsLogger(run_dir, tensorboard=False).log(0, stats)
-    _save_start_point(components)
-    marker.write_text(json.dumps(stats, indent=2))
+    _save_start_point(components, {**stages, name: stats})
+    _record_stage(run_dir, name, stats)
     log.info("%s: %s", name, stats)
+
+
+def _record_stage(run_dir: Path, name: str, stats: dict) -> None:
+    """The stage's metrics row at update 0 (once) and its marker file."""
+    if not any(r.get("update") == 0 and set(stats) <= set(r) for r in read_metrics(run_dir)):
+        MetricsLogger(run_dir, tensorboard=False).log(0, stats)
+    atomic_write_text(run_dir / f"stage_{name}.json", json.dumps(stats, indent=2))
 
 
 def sft_stage_once(components) -> None:
@@ -124,9 +142,26 @@ def eval_stage(components, tag: str) -> dict:
 
 
 def load_reference(components) -> None:
-    ref_path = Path(components.cfg.run_dir) / "reference.pt"
-    if components.reference is not None and ref_path.exists():
-        components.reference.model.load_state_dict(torch.load(ref_path, map_location="cpu"))
+    """The KL reference: `reference.pt` once a start stage has changed the weights, else the model as loaded.
+    A missing reference.pt is rebuilt from checkpoint 0 when that still verifies; otherwise the run refuses to go
+    on rather than regularise towards the wrong model."""
+    if components.reference is None:
+        return
+    run_dir = Path(components.cfg.run_dir)
+    ref_path = run_dir / "reference.pt"
+    if not ref_path.exists():
+        if not list(run_dir.glob("stage_*.json")):
+            return  # no start stage ran: the start model is the model as loaded
+        start = run_dir / "checkpoints" / "update_00000.pt"
+        try:
+            weights = load_verified(start)["model"]
+        except CheckpointError as exc:
+            raise RunError(f"{ref_path} is missing and cannot be rebuilt ({exc}); restore reference.pt or start a "
+                           f"new run_dir") from exc
+        save_verified({"model": weights}, ref_path)
+        log.warning("reference.pt was missing: rebuilt from %s", start)
+        print(f"seed: {ref_path} was missing; rebuilt from the start point {start.name}")
+    components.reference.model.load_state_dict(load_verified(ref_path)["model"])
 
 
 def train_stage(components) -> int:
@@ -138,4 +173,14 @@ def train_stage(components) -> int:
 
         train_data_parallel(str(Path(components.cfg.run_dir) / "config.yaml"), components.cfg.dist.train_processes)
         return load_latest_weights(components)
-    return train(components, progress_factory=progress_bar)
+    return train(components, progress_factory=progress_bar, evaluate_every=lambda u: periodic_eval(components, u))
+
+
+def periodic_eval(components, update: int) -> dict:
+    """`eval.every`: the panels after update N (eval_update_N.json), as metrics. The rollout generator's state is
+    put back afterwards, so evaluating does not change the training run."""
+    generator = components.rollout_backend().generator
+    state = generator.get_state()
+    results = eval_stage(components, f"update_{update:05d}")
+    generator.set_state(state)
+    return {f"eval/{split}/success": r["overall"]["success"] for split, r in results.items()}

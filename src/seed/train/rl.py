@@ -23,7 +23,11 @@ from seed.algos import OPD_KINDS, gigpo_advantages, grpo_advantages, kl_k3, mask
     ppo_clip_loss
 from seed.models.batching import prompt_sharing_batches
 from seed.rollout.types import Episode, StepSample
-from seed.train.checkpoint import latest_checkpoint, load_checkpoint, rng_state, save_checkpoint, set_rng_state
+from seed.config import redacted
+from seed.errors import NonFiniteError, RunError
+from seed.storage import read_jsonl, write_jsonl_rows
+from seed.train.checkpoint import (load_latest_checkpoint, remove_stale_temporaries, rng_state, save_checkpoint,
+                                   set_rng_state)
 from seed.train.metrics import MetricsLogger, rss_mb, trim_heap
 
 log = logging.getLogger(__name__)
@@ -62,7 +66,26 @@ def compute_advantages(episodes: list[Episode], cfg) -> Batch:
     return Batch([samples[i] for i in keep], adv[keep])
 
 
-def policy_update(components, optimizer, batch: Batch, dp=None) -> dict:
+class SkipGuard:
+    """Counts optimizer steps skipped for a NaN/inf loss or gradient norm, across updates; `limit` in a row stop the
+    run (NonFiniteError): by then the learning rate or the data is wrong, and going on trains on nothing."""
+
+    def __init__(self, limit: int, lr: float):
+        self.limit, self.lr, self.in_a_row, self.total = limit, lr, 0, 0
+
+    def record(self, skipped: bool, why: str = "") -> None:
+        if not skipped:
+            self.in_a_row = 0
+            return
+        self.in_a_row, self.total = self.in_a_row + 1, self.total + 1
+        log.warning("optimizer step skipped (%s); %d in a row", why, self.in_a_row)
+        if self.in_a_row >= self.limit:
+            raise NonFiniteError(f"{self.in_a_row} optimizer steps in a row were skipped for a non-finite {why} "
+                                 f"(train.max_skipped_steps = {self.limit}); the weights of the last checkpoint are "
+                                 f"intact: lower algo.lr (now {self.lr:g}) or check the data, then resume")
+
+
+def policy_update(components, optimizer, batch: Batch, dp=None, guard: SkipGuard | None = None) -> dict:
     """One PPO epoch over the batch in `algo.mini_batches` optimizer steps; micro-batches by token budget.
 
     With one mini-batch the rollout weights are the weights of the first forward pass, so the old log-probs
@@ -141,15 +164,18 @@ def policy_update(components, optimizer, batch: Batch, dp=None) -> dict:
                     opd_sums[k] += o_stats[k] * o_stats["active_tokens"]
                 opd_sums["active_tokens"] += o_stats["active_tokens"]
                 opd_sums["opd_loss"] += opd_term.item() * opd_weight / n_steps
+        params = [p for p in policy.model.parameters() if p.requires_grad]
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(params, a.grad_clip)) if finite else math.nan
+        ok = finite and math.isfinite(grad_norm)
         if dp is not None:
-            finite = dp.all_true(finite)
-        if not finite:  # NaN/inf: skip this optimizer step and say so
+            ok = dp.all_true(ok)
+        if guard is not None:
+            guard.record(not ok, "loss" if not finite else "gradient norm")
+        if not ok:  # NaN/inf loss or gradient norm: this step is not taken, and the weights stay finite
             optimizer.zero_grad(set_to_none=True)
             skipped += 1
-            log.warning("non-finite loss: optimizer step skipped")
             continue
-        params = [p for p in policy.model.parameters() if p.requires_grad]
-        grad_norms.append(float(torch.nn.utils.clip_grad_norm_(params, a.grad_clip)))
+        grad_norms.append(grad_norm)
         optimizer.step()
     if dp is not None:  # every rank ran a share of the micro-batches: add the shares up
         sums, opd_sums = dp.sum_dict(sums), dp.sum_dict(opd_sums)
@@ -162,6 +188,7 @@ def policy_update(components, optimizer, batch: Batch, dp=None) -> dict:
                       "distill/active_token_share": n_active / max(1, sum(len(r) for r in responses))})
     stats["train/grad_norm"] = sum(grad_norms) / max(1, len(grad_norms))
     stats["train/skipped_steps"] = skipped
+    stats["train/optimizer_steps"] = n_steps - skipped
     return stats
 
 
@@ -175,6 +202,15 @@ def _pad(rows: list[list[float]], like: torch.Tensor) -> torch.Tensor:
 def make_optimizer(model, cfg) -> torch.optim.Optimizer:
     params = [p for p in model.parameters() if p.requires_grad]
     return torch.optim.AdamW(params, lr=cfg.algo.lr, weight_decay=cfg.algo.weight_decay)
+
+
+def _check_some_episode_ran(episodes: list[Episode], update: int) -> None:
+    """A whole update of faulted episodes means the env (or its config) is broken: stop instead of training on
+    nothing."""
+    faulted = [e for e in episodes if e.error is not None]
+    if episodes and len(faulted) == len(episodes):
+        raise RunError(f"update {update}: all {len(episodes)} episodes faulted in the env (first: {faulted[0].error}); "
+                       f"check env.name / env.kwargs, or the env itself")
 
 
 def rollout_stats(episodes: list[Episode]) -> dict:
@@ -204,16 +240,14 @@ def write_episodes(run_dir: Path, update: int, episodes: list[Episode]) -> None:
 
 
 def _read_text(path: Path) -> str:
-    return path.read_text() if path.exists() else ""
+    """A JSON-lines file's intact rows, as text."""
+    return "".join(json.dumps(r) + "\n" for r in read_jsonl(path))
 
 
 def _drop_rows_after(path: Path, update: int) -> None:
-    if not path.exists():
-        return
-    rows = [line for line in path.read_text().splitlines() if line.strip() and json.loads(line)["update"] <= update]
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text("".join(r + "\n" for r in rows))
-    tmp.replace(path)
+    """Keep the rows of updates up to `update` (a torn trailing line, from a kill mid-write, goes too)."""
+    if path.exists():
+        write_jsonl_rows(path, [r for r in read_jsonl(path) if isinstance(r.get("update"), int) and r["update"] <= update])
 
 
 class SingleProcess:
@@ -242,14 +276,16 @@ class SingleProcess:
                                           "optimizer": optimizer.state_dict(), **meta}, keep=keep)
 
 
-def train(components, progress_factory=None, ranks=None) -> int:
-    """Run updates until `train.updates`; resumes from the run directory's last checkpoint. Returns updates done."""
+def train(components, progress_factory=None, ranks=None, evaluate_every=None) -> int:
+    """Run updates until `train.updates`; resumes from the run directory's newest verified checkpoint. Returns
+    updates done. `evaluate_every(update)` (rank 0) runs after every `eval.every`-th update and returns metrics."""
     cfg = components.cfg
     ranks = ranks or SingleProcess()
     run_dir = Path(cfg.run_dir)
     start = 0
-    ckpt = latest_checkpoint(run_dir)
-    state = load_checkpoint(ckpt) if ckpt is not None else None
+    if ranks.is_main:
+        remove_stale_temporaries(run_dir)
+    ckpt, state = load_latest_checkpoint(run_dir)
     optimizer = ranks.setup(components, state)
     if state is not None:
         set_rng_state(state["rng"])
@@ -272,6 +308,7 @@ def train(components, progress_factory=None, ranks=None) -> int:
         distill = DistillStage(components)
     collector = components.collector("train") if main else None
     bar = progress_factory(total=cfg.train.updates, initial=start, desc="train") if progress_factory and main else None
+    guard = SkipGuard(cfg.train.max_skipped_steps, cfg.algo.lr)
     for update in range(start, cfg.train.updates):
         t0 = time.perf_counter()
         episodes, batch, stats = [], None, {}
@@ -280,13 +317,14 @@ def train(components, progress_factory=None, ranks=None) -> int:
                                          cfg.rollout.group_size, components.rollout_sampling(),
                                          id_prefix=f"u{update}-")
             stats["time/rollout"] = time.perf_counter() - t0
+            _check_some_episode_ran(episodes, update + 1)
             batch = compute_advantages(episodes, cfg)
             stats.update(distill.run(update + 1, episodes, batch) if distill else {})
             write_episodes(run_dir, update, episodes)
         batch = ranks.share(batch)  # every rank holds the whole batch
         t1 = time.perf_counter()
         if batch.samples:
-            stats.update(policy_update(components, optimizer, batch, dp=ranks.dp))
+            stats.update(policy_update(components, optimizer, batch, dp=ranks.dp, guard=guard))
             ranks.after_update(components)
             if distill:
                 distill.after_update()
@@ -298,18 +336,18 @@ def train(components, progress_factory=None, ranks=None) -> int:
                           "train/tokens": sum(len(s.response_ids) for s in batch.samples)})
         del episodes, batch
         trim_heap()  # this update's tensors are gone: their pages go back to the OS, so RSS stays flat
+        if main and evaluate_every is not None and cfg.eval.every and done % cfg.eval.every == 0:
+            stats.update(evaluate_every(done))
         if main:
             stats["memory/rss_mb"] = rss_mb()
             metrics.log(done, stats)
         if done % cfg.train.checkpoint_every == 0 or done == cfg.train.updates:  # every rank takes part
             meta = {"rng": rng_state(), "generator": components.rollout_backend().generator.get_state(),
-                    "update": done, "config": cfg.to_dict(), "skills": _read_text(run_dir / "skills.jsonl")}
+                    "update": done, "config": redacted(cfg.to_dict()), "skills": _read_text(run_dir / "skills.jsonl")}
             ranks.save_checkpoint(components, optimizer, run_dir, done, meta, cfg.train.keep_checkpoints)
         if bar is not None:
             bar.update(1)
             bar.set_postfix(success=f"{stats['rollout/success']:.2f}", invalid=f"{stats['rollout/invalid_rate']:.2f}")
-        if main and not math.isfinite(stats.get("train/loss", 0.0)):
-            log.warning("update %d: non-finite loss reported", done)
     if main:
         collector.close()
         metrics.close()

@@ -11,6 +11,7 @@ follow the format from the instruction alone (SmolLM2-135M); off in the paper re
 """
 from __future__ import annotations
 
+import logging
 import random
 import re
 
@@ -18,8 +19,12 @@ import torch
 
 from seed.agent import render
 from seed.config import ConfigError
+from seed.envs.base import checked_result
+from seed.errors import RunError
 from seed.models.batching import token_budget_batches
 from seed.rollout.types import StepState
+
+log = logging.getLogger(__name__)
 
 THOUGHTS = ("I pick an action.", "Let me try this.", "I move now.")
 
@@ -39,23 +44,41 @@ def demonstrations(components, episodes: int, seed: int = 12345, expert_share: f
     cfg, tok = components.cfg, components.tokenizer
     rng = random.Random(seed)
     env = components.env_factory("train")()
-    pairs = []
+    pairs, faults = [], []
     for i in range(episodes):
-        obs = env.reset(10_000_000 + seed + i)
-        history: list[tuple[str, str]] = []
-        k = cfg.env.history_length
-        for step in range(cfg.env.max_steps):
-            state = StepState.after(cfg.env.name, obs, history, k, step)
-            expert = env.expert_plan() if rng.random() < expert_share else []
-            action = expert[0] if expert else rng.choice(state.admissible)
-            think = situation(obs.text) if thought == "observation" else rng.choice(THOUGHTS)
-            text = f"<think>{think}</think><action>{action}</action>"
-            pairs.append((render(state, tok), tok.encode(text, add_special_tokens=False)))
-            history.append((obs.text, action))
-            obs, _, done, _ = env.step(action)
-            if done:
-                break
-    env.close()
+        try:
+            pairs += _demonstration(env, cfg, tok, rng, 10_000_000 + seed + i, expert_share, thought)
+        except Exception as exc:  # an env fault loses this demonstration, not the run
+            faults.append(f"{type(exc).__name__}: {exc}")
+            log.warning("warm-up demonstration %d dropped: %r", i, exc)
+    try:
+        env.close()
+    except Exception as exc:
+        log.warning("env close failed: %r", exc)
+    if not pairs:
+        raise RunError(f"format warm-up: all {episodes} demonstration episodes faulted (first: {faults[0]})")
+    return pairs
+
+
+def _demonstration(env, cfg, tok, rng: random.Random, task_seed: int, expert_share: float,
+                   thought: str) -> list[tuple[list[int], list[int]]]:
+    """One demonstration episode's (prompt ids, response ids) pairs; raises if the env misbehaves."""
+    obs = checked_result("reset", env.reset(task_seed))
+    history: list[tuple[str, str]] = []
+    pairs = []
+    for step in range(cfg.env.max_steps):
+        state = StepState.after(cfg.env.name, obs, history, cfg.env.history_length, step)
+        if not state.admissible:
+            raise ValueError(f"task {task_seed}: no admissible actions at step {step}")
+        expert = env.expert_plan() if rng.random() < expert_share else []
+        action = expert[0] if expert else rng.choice(state.admissible)
+        think = situation(obs.text) if thought == "observation" else rng.choice(THOUGHTS)
+        text = f"<think>{think}</think><action>{action}</action>"
+        pairs.append((render(state, tok), tok.encode(text, add_special_tokens=False)))
+        history.append((obs.text, action))
+        obs, _, done, _ = checked_result("step", env.step(action))
+        if done:
+            break
     return pairs
 
 
