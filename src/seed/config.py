@@ -40,7 +40,7 @@ class ModelConfig:
 
 @dataclass
 class EnvConfig:
-    name: str = _choice("alfworld", "alfworld", "sokoban")
+    name: str = "alfworld"  # a registered env (`seed envs`): alfworld, sokoban, or one a user registered
     task_types: list[str] | None = None  # alfworld: subset of the six task types (None = all)
     max_steps: int = _positive(30)
     history_length: int = _positive(5, minimum=0)
@@ -497,7 +497,7 @@ def save_config(cfg: Config, path: Path) -> None:
 FIXED_KEYS = ("seed", "model.name", "model.lora", "env.name", "env.kwargs", "env.task_types",
               "rollout.tasks_per_update")
 # Keys that say how long, or where, a run goes on, not what it computes: may change on every resume.
-FREE_KEYS = ("train.updates", "train.checkpoint_every", "train.keep_checkpoints", "env.workers", "env.step_timeout",
+FREE_KEYS = ("run_dir", "train.updates", "train.checkpoint_every", "train.keep_checkpoints", "env.workers", "env.step_timeout",
              "model.device", "dist.ray_address", "dist.train_processes", "generation.backend", "generation.workers",
              "generation.gpu_memory_utilization", "generation.gpus_per_worker")
 

@@ -133,12 +133,17 @@ class OpenAITeacher:
         """(status, body) of one POST that ends within `timeout` seconds, whatever the server does."""
         u = self.url
         conn_cls = http.client.HTTPSConnection if u.scheme == "https" else http.client.HTTPConnection
-        conn = conn_cls(u.hostname, u.port, timeout=timeout)
+        conn = conn_cls(u.hostname, u.port, timeout=timeout)  # bounds the connect and each read
+        sockets: list[socket.socket] = []  # the response takes the socket over from conn: keep our own handle
         expired = threading.Event()
-        watchdog = threading.Timer(timeout, _abort, args=(conn, expired))
+        watchdog = threading.Timer(timeout, _abort, args=(sockets, expired))
         watchdog.daemon = True
         watchdog.start()
         try:
+            conn.connect()
+            sockets.append(conn.sock)
+            if expired.is_set():  # the connect itself took the whole time
+                raise TimeoutError
             conn.request("POST", u.path + (f"?{u.query}" if u.query else ""), body=body, headers=headers)
             resp = conn.getresponse()
             return resp.status, resp.read()
@@ -167,11 +172,10 @@ class OpenAITeacher:
             return list(pool.map(one, episodes))
 
 
-def _abort(conn: http.client.HTTPConnection, expired: threading.Event) -> None:
-    """The watchdog: shut the socket, so a blocked read returns at once."""
+def _abort(sockets: list[socket.socket], expired: threading.Event) -> None:
+    """The watchdog: shut the request's socket, so a blocked read returns at once."""
     expired.set()
-    sock = conn.sock
-    if sock is not None:
+    for sock in sockets:
         try:
             sock.shutdown(socket.SHUT_RDWR)
         except OSError:
