@@ -111,6 +111,21 @@ def test_a_huge_learning_rate_stops_the_run_before_any_nan_weight_is_saved(tmp_p
     assert sum(r["train/skipped_steps"] for r in rows) >= 2 and rows[0]["train/skipped_steps"] == 0
 
 
+def test_the_start_stages_step_only_on_finite_gradients():
+    from seed.train.optim import guarded_step
+
+    w = torch.nn.Parameter(torch.ones(2))
+    opt = torch.optim.SGD([w], lr=1.0)
+    w.grad = torch.tensor([1.0, float("nan")])
+    assert not guarded_step(opt, [w], 1.0, loss_value=0.5)
+    assert torch.equal(w.detach(), torch.ones(2)) and w.grad is None
+    w.grad = torch.tensor([3.0, 4.0])
+    assert not guarded_step(opt, [w], 1.0, loss_value=float("inf"))
+    w.grad = torch.tensor([3.0, 4.0])
+    assert guarded_step(opt, [w], 1.0, loss_value=0.5)  # clipped to norm 1: w -= (0.6, 0.8)
+    assert torch.allclose(w.detach(), torch.tensor([0.4, 0.2]))
+
+
 def test_a_checkpoint_with_nan_weights_is_refused(tmp_path):
     with pytest.raises(NonFiniteError, match="NaN/inf"):
         save_checkpoint(tmp_path, 1, {"model": {"w": torch.tensor([1.0, float("nan")])}})

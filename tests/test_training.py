@@ -114,3 +114,18 @@ def test_warmup_refuses_answers_longer_than_the_response_budget(tmp_path):
     cfg = _cfg(tmp_path, "rollout.max_response_tokens=8")
     with pytest.raises(ConfigError, match="rollout.max_response_tokens=8"):
         train_stage(build_components(cfg))
+
+
+def test_eval_every_evaluates_during_training_without_changing_it(tmp_path):
+    plain = _cfg(tmp_path / "a", "train.updates=2", "eval.episodes=2", "eval.splits=[valid_seen]")
+    evaluated = _cfg(tmp_path / "b", "train.updates=2", "eval.episodes=2", "eval.splits=[valid_seen]", "eval.every=1")
+    train_stage(build_components(plain))
+    train_stage(build_components(evaluated))
+    run_a, run_b = Path(plain.run_dir), Path(evaluated.run_dir)
+    assert json.loads((run_b / "eval_update_00001.json").read_text())["valid_seen"]["overall"]["n"] == 2
+    assert (run_b / "eval_update_00002.json").exists() and not (run_a / "eval_update_00001.json").exists()
+    rows = [r for r in read_metrics(run_b) if r["update"] > 0]
+    assert all("eval/valid_seen/success" in r for r in rows)
+    ids = [[s["response_ids"] for e in map(json.loads, (run / "episodes" / "update_00001.jsonl").read_text().splitlines())
+            for s in e["steps"]] for run in (run_a, run_b)]
+    assert ids[0] == ids[1]  # update 2 (episodes/update_00001) after an evaluation: the generator was put back

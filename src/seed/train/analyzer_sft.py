@@ -21,6 +21,7 @@ from seed.rollout.types import Episode
 from seed.skills.analyzer import analysis_prompt, parse_analysis
 from seed.skills.sources import chat_ids
 from seed.storage import read_jsonl
+from seed.train.optim import guarded_step
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +120,7 @@ def sft_stage(components, labels: Path, progress_factory=None) -> dict:
     rng = random.Random(cfg.seed)
     bar = progress_factory(total=s.epochs * -(-len(train) // s.batch_size), desc="analyzer sft") if progress_factory else None
     policy.model.train()
+    skipped = 0
     for _ in range(s.epochs):
         rng.shuffle(train)
         for i in range(0, len(train), s.batch_size):
@@ -132,8 +134,7 @@ def sft_stage(components, labels: Path, progress_factory=None) -> dict:
                 loss = -(logp * mask).sum() / n_tokens
                 loss.backward()
                 loss_value += loss.item()
-            torch.nn.utils.clip_grad_norm_(params, 1.0)
-            opt.step()
+            skipped += not guarded_step(opt, params, 1.0, loss_value)
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix(loss=f"{loss_value:.3f}")
@@ -151,4 +152,5 @@ def sft_stage(components, labels: Path, progress_factory=None) -> dict:
     return {"sft/train_examples": len(train), "sft/heldout_examples": len(held),
             "sft/heldout_loss": total / max(1, count),
             "sft/parse_rate": sum(a.parsed for a in parsed) / max(1, len(parsed)),
-            "sft/skill_presence": sum(a.skill is not None for a in parsed) / max(1, len(parsed))}
+            "sft/skill_presence": sum(a.skill is not None for a in parsed) / max(1, len(parsed)),
+            "sft/skipped_steps": skipped}

@@ -23,6 +23,7 @@ from seed.envs.base import checked_result
 from seed.errors import RunError
 from seed.models.batching import token_budget_batches
 from seed.rollout.types import StepState
+from seed.train.optim import guarded_step
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +95,7 @@ def format_warmup(components, progress_factory=None) -> dict:
     params = [p for p in policy.model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=w.lr, weight_decay=0.0)
     rng = random.Random(cfg.seed)
-    losses = []
+    losses, skipped = [], 0
     policy.model.train()
     batches_per_epoch = None
     bar = None
@@ -111,8 +112,7 @@ def format_warmup(components, progress_factory=None) -> dict:
             loss = -(logp * mask).sum() / mask.sum()
             opt.zero_grad(set_to_none=True)
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, 1.0)
-            opt.step()
+            skipped += not guarded_step(opt, params, 1.0, loss.item())
             epoch_losses.append(loss.item())
             if bar is not None:
                 bar.update(1)
@@ -120,4 +120,5 @@ def format_warmup(components, progress_factory=None) -> dict:
         losses.append(sum(epoch_losses) / max(1, len(epoch_losses)))
     if bar is not None:
         bar.close()
-    return {"warmup/samples": len(pairs), "warmup/first_epoch_loss": losses[0], "warmup/last_epoch_loss": losses[-1]}
+    return {"warmup/samples": len(pairs), "warmup/first_epoch_loss": losses[0], "warmup/last_epoch_loss": losses[-1],
+            "warmup/skipped_steps": skipped}

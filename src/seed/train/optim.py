@@ -1,0 +1,23 @@
+"""The guarded optimizer step of the start stages (format warm-up, analyzer SFT): a step whose loss or gradient
+norm is NaN/inf is not taken, so a bad batch can never write non-finite weights (the RL update has the same
+guard, shared across data-parallel ranks, in seed.train.rl.policy_update)."""
+from __future__ import annotations
+
+import logging
+import math
+
+import torch
+
+log = logging.getLogger(__name__)
+
+
+def guarded_step(optimizer: torch.optim.Optimizer, params: list[torch.Tensor], max_norm: float,
+                 loss_value: float) -> bool:
+    """Clip and step; False (gradients dropped, nothing changed) when the loss or the gradient norm is not finite."""
+    norm = float(torch.nn.utils.clip_grad_norm_(params, max_norm)) if math.isfinite(loss_value) else math.nan
+    if not math.isfinite(norm):
+        optimizer.zero_grad(set_to_none=True)
+        log.warning("optimizer step skipped: non-finite %s", "loss" if not math.isfinite(loss_value) else "gradient")
+        return False
+    optimizer.step()
+    return True
