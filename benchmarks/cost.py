@@ -82,9 +82,9 @@ def main() -> None:
         comps.policy.model.load_state_dict(load_checkpoint(ckpt)["model"])
         ref = Path(args.weights) / "reference.pt"
         if comps.reference is not None and ref.exists():
-            import torch
+            from seed.storage import load_verified
 
-            comps.reference.model.load_state_dict(torch.load(ref, map_location="cpu"))
+            comps.reference.model.load_state_dict(load_verified(ref)["model"])
     print(f"weights: {ckpt if ckpt else 'the base model (no checkpoint under ' + args.weights + ')'}")
     start = copy.deepcopy(comps.policy.model.state_dict())
 

@@ -67,7 +67,7 @@ def build_start(config: str, base: list[str], seed_dir: Path) -> None:
         from seed.train.pipeline import _save_start_point
 
         load_latest_weights(comps)
-        _save_start_point(comps)
+        _save_start_point(comps, {})
     eval_stage(comps, "update_00000")
 
 

@@ -174,7 +174,8 @@ def test_only_answers_that_parse_are_cached(misbehaving, tmp_path):
 def test_the_label_stage_skips_failed_episodes_and_fails_only_above_the_share(misbehaving, tmp_path, capsys):
     from seed.cli import main
 
-    args = ["label", "tiny", f"run_dir={tmp_path / 'run'}", "label.teacher=openai", f"label.openai.base_url={misbehaving}",
+    args = ["label", "tiny", f"run_dir={tmp_path / 'run'}", "label.teacher=openai",
+            f"label.openai.base_url={misbehaving}",
             "label.openai.model=m", "label.tasks=8", "label.group_size=2", "label.openai.backoff=0.01",
             "warmup.enabled=false"]
     _Misbehaving.script = [lambda n: "400" if n % 4 == 0 else "ok"]  # a quarter of the requests refused

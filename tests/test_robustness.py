@@ -32,7 +32,6 @@ from seed.train.metrics import read_metrics
 RELEASE = threading.Event()  # lets a deliberately hung env call return when the test is over
 
 
-@register("faulty-sokoban", "tests only: Sokoban whose calls fail on purpose")
 class FaultySokoban(SokobanEnv):
     def __init__(self, split: str = "train", mode: str = "", **kwargs):
         super().__init__(split=split, **kwargs)
@@ -54,6 +53,16 @@ class FaultySokoban(SokobanEnv):
         if self.mode == "expert_raises":
             raise RuntimeError("planner crashed")
         return super().expert_plan()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def faulty_env_registered():
+    """Registered only while this module's tests run: other tests see the built-in registry."""
+    from seed.envs.base import _REGISTRY
+
+    register("faulty-sokoban", "tests only: Sokoban whose calls fail on purpose")(FaultySokoban)
+    yield
+    _REGISTRY.pop("faulty-sokoban")
 
 
 def _faulty(mode):

@@ -9,6 +9,7 @@ from seed.config import ConfigError, load_config
 from seed.rollout.types import Episode, StepSample, StepState
 from seed.train.checkpoint import latest_checkpoint, list_checkpoints, load_checkpoint
 from seed.train.components import build_components
+from seed.storage import read_jsonl
 from seed.train.metrics import read_metrics
 from seed.train.pipeline import train_stage
 from seed.train.rl import compute_advantages, task_seeds_for_update
@@ -126,6 +127,6 @@ def test_eval_every_evaluates_during_training_without_changing_it(tmp_path):
     assert (run_b / "eval_update_00002.json").exists() and not (run_a / "eval_update_00001.json").exists()
     rows = [r for r in read_metrics(run_b) if r["update"] > 0]
     assert all("eval/valid_seen/success" in r for r in rows)
-    ids = [[s["response_ids"] for e in map(json.loads, (run / "episodes" / "update_00001.jsonl").read_text().splitlines())
-            for s in e["steps"]] for run in (run_a, run_b)]
+    ids = [[s["response_ids"] for e in read_jsonl(run / "episodes" / "update_00001.jsonl") for s in e["steps"]]
+           for run in (run_a, run_b)]
     assert ids[0] == ids[1]  # update 2 (episodes/update_00001) after an evaluation: the generator was put back

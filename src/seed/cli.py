@@ -238,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"seed: config error: {exc}", file=sys.stderr)
         return 2
     except SeedError as exc:
-        print(f"seed: error: {exc}", file=sys.stderr)
+        print(f"\nseed: error: {exc}", file=sys.stderr)  # on its own line, after any progress bar
         return 1
     return 0
 

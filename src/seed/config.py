@@ -124,7 +124,7 @@ class OpenAIConfig:
     api_key_env: str = "OPENAI_API_KEY"
     api_key_file: str = ""
     max_concurrency: int = _positive(4)
-    retries: int = _positive(4, minimum=0, doc="retries of a transient failure (connection, timeout, 5xx, 429, bad body)")
+    retries: int = _positive(4, minimum=0, doc="retries of a transient failure (connection, timeout, 5xx, bad body)")
     timeout: float = _positive(120.0, minimum=0.001, doc="seconds one attempt may take, end to end")
     deadline: float = _positive(600.0, minimum=0.001, doc="seconds one request may take, all attempts together")
     backoff: float = _positive(1.0, minimum=0, doc="first retry delay in seconds; doubles every retry")
@@ -365,6 +365,9 @@ def _check_references(cfg: Config) -> None:
             raise ConfigError("config key 'distill.library_path' is required when distill.skill_source is 'library'")
         if not Path(d.library_path).is_file():
             raise ConfigError(f"config key 'distill.library_path' = {d.library_path!r}: no such file")
+        from seed.skills.library import read_skill_library
+
+        read_skill_library(d.library_path)
     if cfg.dist.train_processes > 1:
         for key, bad, why in (("distill.teacher_weights", d.teacher_weights == "ema", "live, base"),
                               ("model.lora", bool(cfg.model.lora), "null")):
@@ -377,7 +380,8 @@ def _check_references(cfg: Config) -> None:
                           "valid_unseen")
     bad_splits = [s for s in cfg.eval.splits if s not in ("train", "valid_seen", "valid_unseen")]
     if bad_splits:
-        raise ConfigError(f"config key 'eval.splits' has unknown {bad_splits}; allowed: train, valid_seen, valid_unseen")
+        raise ConfigError(f"config key 'eval.splits' has unknown {bad_splits}; allowed: train, valid_seen, "
+                          f"valid_unseen")
     o = cfg.label.openai
     if cfg.label.teacher == "openai":
         for key in ("base_url", "model"):
@@ -497,9 +501,9 @@ def save_config(cfg: Config, path: Path) -> None:
 FIXED_KEYS = ("seed", "model.name", "model.lora", "env.name", "env.kwargs", "env.task_types",
               "rollout.tasks_per_update")
 # Keys that say how long, or where, a run goes on, not what it computes: may change on every resume.
-FREE_KEYS = ("run_dir", "train.updates", "train.checkpoint_every", "train.keep_checkpoints", "env.workers", "env.step_timeout",
-             "model.device", "dist.ray_address", "dist.train_processes", "generation.backend", "generation.workers",
-             "generation.gpu_memory_utilization", "generation.gpus_per_worker")
+FREE_KEYS = ("run_dir", "train.updates", "train.checkpoint_every", "train.keep_checkpoints", "env.workers",
+             "env.step_timeout", "model.device", "dist.ray_address", "dist.train_processes", "generation.backend",
+             "generation.workers", "generation.gpu_memory_utilization", "generation.gpus_per_worker")
 
 
 def flat(cfg: Config) -> dict[str, Any]:

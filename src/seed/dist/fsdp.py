@@ -22,7 +22,7 @@ from typing import Callable
 import torch
 import torch.distributed as dist
 
-from seed.errors import CheckpointError
+from seed.errors import CheckpointError, RunError
 from seed.storage import load_verified, save_verified
 
 
@@ -292,4 +292,10 @@ def _train_rank(rank: int, world: int, config_path: str) -> None:
 
 def train_data_parallel(config_path: str, processes: int) -> None:
     """The RL stage in `processes` FSDP2 ranks (spawned here; the start stages ran in the calling process)."""
-    launch(_train_rank, processes, config_path, port=free_port())
+    import torch.multiprocessing as mp
+
+    try:
+        launch(_train_rank, processes, config_path, port=free_port())
+    except mp.ProcessRaisedException as exc:  # one rank stopped (the others are terminated): its message, once
+        lines = [x for x in str(exc).splitlines() if x.strip()]
+        raise RunError(f"a training rank stopped: {lines[-1] if lines else exc}") from exc

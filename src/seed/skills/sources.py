@@ -9,16 +9,15 @@ privileged  OPSD-style: no analysis; the teacher context is privileged informati
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Callable
 
-import yaml
 
 from seed.envs.base import checked_result
 from seed.models.backend import Sampling
 from seed.models.batching import distinct_rows
 from seed.rollout.types import Episode
 from seed.skills.analyzer import Analysis, analysis_prompt, parse_analysis
+from seed.skills.library import read_skill_library
 
 SKILL_SOURCES = ("policy", "teacher", "library", "privileged")
 
@@ -73,13 +72,7 @@ class LibraryAnalyzer:
     """Skills from a static file: {task_type: skill} (YAML or JSON); "default" covers unlisted types."""
 
     def __init__(self, path: str):
-        p = Path(path)
-        if not p.exists():
-            raise FileNotFoundError(f"distill.library_path: {path} does not exist")
-        data = yaml.safe_load(p.read_text()) if p.suffix in (".yaml", ".yml") else json.loads(p.read_text())
-        if not isinstance(data, dict):
-            raise ValueError(f"{path}: expected a mapping of task type -> skill")
-        self.skills = {str(k): str(v) for k, v in data.items()}
+        self.skills = read_skill_library(path)
 
     def analyse(self, episodes: list[Episode]) -> list[tuple[str, Analysis]]:
         out = []

@@ -88,14 +88,15 @@ def label_stage(components, progress=None) -> Path:
                                     "response": raw, "parsed": analysis.skill is not None}) + "\n")
         if progress:
             progress(len(seeds))
-        if tried >= 16 and failed / tried > cfg.label.max_failed_share:
-            collector.close()
-            raise RunError(f"labelling failed for {failed} of {tried} episodes, more than label.max_failed_share = "
-                           f"{cfg.label.max_failed_share} (see the warnings above); the labels so far are kept in "
-                           f"{out}, and re-running resumes")
+        if tried >= 16 and failed / tried > cfg.label.max_failed_share:  # clearly broken: stop early
+            break
+    collector.close()
+    if tried and failed / tried > cfg.label.max_failed_share:
+        raise RunError(f"labelling failed for {failed} of {tried} episodes, more than label.max_failed_share = "
+                       f"{cfg.label.max_failed_share} (see the warnings above); the labels so far are kept in "
+                       f"{out}, and re-running resumes")
     if failed:
         log.warning("labelling: %d of %d episodes failed and were skipped", failed, tried)
-    collector.close()
     return out
 
 
@@ -108,7 +109,8 @@ def sft_stage(components, labels: Path, progress_factory=None) -> dict:
     cfg, policy, tok = components.cfg, components.policy, components.tokenizer
     s = cfg.sft
     rows = read_jsonl(labels)
-    rows = [r for r in rows if r.get("parsed") and isinstance(r.get("prompt"), str) and isinstance(r.get("response"), str)]
+    rows = [r for r in rows if r.get("parsed") and isinstance(r.get("prompt"), str)
+            and isinstance(r.get("response"), str)]
     if not rows:
         raise ValueError(f"{labels}: no label parsed; nothing to train the analyzer on")
     pairs = [(chat_ids(tok, r["prompt"]), tok.encode(r["response"], add_special_tokens=False) + [tok.eos_token_id],

@@ -114,9 +114,10 @@ def load_checkpoint(path: Path) -> dict:
     return load_verified(path)
 
 
-def load_latest_checkpoint(run_dir: Path) -> tuple[Path | None, dict | None]:
+def load_latest_checkpoint(run_dir: Path, set_aside: bool = True) -> tuple[Path | None, dict | None]:
     """The newest checkpoint that verifies, and its state. A damaged newer one is renamed `*.damaged` (kept, never
-    read again) and the run says which one it falls back to. (None, None) when the run has no checkpoint."""
+    read again; only where `set_aside`, i.e. on one rank) and the run says which one it falls back to.
+    (None, None) when the run has no checkpoint."""
     found = list_checkpoints(run_dir)
     damaged: list[tuple[Path, str]] = []
     for path in reversed(found):
@@ -125,10 +126,10 @@ def load_latest_checkpoint(run_dir: Path) -> tuple[Path | None, dict | None]:
         except CheckpointError as exc:
             damaged.append((path, str(exc)))
             continue
-        for bad, why in damaged:  # kept for inspection, never read again
+        for bad, why in damaged if set_aside else []:  # kept for inspection, never read again
             os.replace(bad, bad.with_name(bad.name + ".damaged"))
             log.warning("%s; moved aside to %s.damaged", why, bad.name)
-        if damaged:
+        if damaged and set_aside:
             print(f"seed: {len(damaged)} damaged checkpoint(s) set aside (*.damaged); resuming from {path.name}")
         return path, state
     if damaged:

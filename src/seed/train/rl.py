@@ -247,7 +247,8 @@ def _read_text(path: Path) -> str:
 def _drop_rows_after(path: Path, update: int) -> None:
     """Keep the rows of updates up to `update` (a torn trailing line, from a kill mid-write, goes too)."""
     if path.exists():
-        write_jsonl_rows(path, [r for r in read_jsonl(path) if isinstance(r.get("update"), int) and r["update"] <= update])
+        kept = [r for r in read_jsonl(path) if isinstance(r.get("update"), int) and r["update"] <= update]
+        write_jsonl_rows(path, kept)
 
 
 class SingleProcess:
@@ -285,7 +286,7 @@ def train(components, progress_factory=None, ranks=None, evaluate_every=None) ->
     start = 0
     if ranks.is_main:
         remove_stale_temporaries(run_dir)
-    ckpt, state = load_latest_checkpoint(run_dir)
+    ckpt, state = load_latest_checkpoint(run_dir, set_aside=ranks.is_main)
     optimizer = ranks.setup(components, state)
     if state is not None:
         set_rng_state(state["rng"])
