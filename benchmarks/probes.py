@@ -33,6 +33,7 @@ from pathlib import Path
 from provenance import ROOT, provenance  # benchmarks/provenance.py (scripts run from this folder)
 
 sys.path.insert(0, str(ROOT / "tests"))
+from hostile import plant  # noqa: E402
 from test_config_errors import CASES, materialise  # noqa: E402
 from test_openai_teacher import _Misbehaving  # noqa: E402
 
@@ -68,7 +69,8 @@ class Probe:
         return self.python(code, *argv, timeout=timeout, cwd=cwd)
 
     def python(self, code: str, *argv: str, timeout: float = 180, cwd: Path | None = None) -> Result:
-        env = {**os.environ, "PYTHONPATH": f"{self.src}{os.pathsep}{BENCH}", "HF_HUB_OFFLINE": "1", "SEED_LOG": "ERROR"}
+        path = os.pathsep.join(map(str, (self.src, BENCH, ROOT / "tests")))
+        env = {**os.environ, "PYTHONPATH": path, "HF_HUB_OFFLINE": "1", "SEED_LOG": "ERROR"}
         t0 = time.perf_counter()
         try:
             p = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=timeout,
@@ -129,24 +131,10 @@ def probe_huge_lr(p: Probe) -> tuple[str, str]:
     return ("harm" if nan else outcome(r, stopped_ok=True)), f"rc {r.rc}, {nan} checkpoints with NaN; {r.message()}"
 
 
-class Payload:
-    marker = ""
-
-    def __reduce__(self):
-        return (open, (self.marker, "w"))
-
-
-def _plant(path: Path, marker: Path) -> None:
-    import pickle
-
-    Payload.marker = str(marker)
-    path.write_bytes(pickle.dumps({"model": Payload(), "update": 9}))
-
-
 def probe_planted_checkpoint(p: Probe, export: bool) -> tuple[str, str]:
     run = p.finished_run()
     marker, planted = run.parent / "payload_ran", run / "checkpoints" / "update_00009.pt"
-    _plant(planted, marker)
+    plant(planted, marker)
     if export:
         r = p.seed("export", str(run), str(run.parent / "hf"), "--checkpoint", str(planted))
     else:

@@ -4,22 +4,19 @@ Each test is a reproduction of a way a run used to die, lose data or let code in
 command or the real components on the tiny config.
 """
 import json
-import pickle
 import random
 import shutil
-import threading
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from hostile import RELEASE, FaultySokoban, plant
 
 from seed.cli import main
 from seed.config import load_config
 from seed.dist.env_pool import EnvFault, LocalEnvPool
 from seed.envs.base import make, register
-from seed.envs.sokoban import SokobanEnv
 from seed.errors import CheckpointError, NonFiniteError
 from seed.rollout.collector import Collector, RolloutSettings
 from seed.skills.sources import PrivilegedAnalyzer, TeacherAnalyzer
@@ -28,32 +25,6 @@ from seed.storage import load_verified, read_jsonl, save_verified
 from seed.train.analyzer_sft import label_episodes
 from seed.train.checkpoint import list_checkpoints, load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from seed.train.metrics import read_metrics
-
-RELEASE = threading.Event()  # lets a deliberately hung env call return when the test is over
-
-
-class FaultySokoban(SokobanEnv):
-    def __init__(self, split: str = "train", mode: str = "", **kwargs):
-        super().__init__(split=split, **kwargs)
-        self.mode = mode
-
-    def reset(self, seed):
-        if self.mode == "reset_raises" or (self.mode == "odd_reset_raises" and seed % 2):
-            raise RuntimeError("broken room")
-        return super().reset(seed)
-
-    def step(self, action):
-        if self.mode == "step_none":
-            return None
-        if self.mode == "step_hangs":
-            RELEASE.wait(60)
-        return super().step(action)
-
-    def expert_plan(self):
-        if self.mode == "expert_raises":
-            raise RuntimeError("planner crashed")
-        return super().expert_plan()
-
 
 @pytest.fixture(autouse=True, scope="module")
 def faulty_env_registered():
@@ -71,21 +42,6 @@ def _faulty(mode):
 
 def _train(run, *extra):
     return main(["train", "tiny", f"run_dir={run}", "train.keep_checkpoints=5", "eval.episodes=2", *extra])
-
-
-class Payload:
-    """Unpickling this would create a file: the proof that loading ran code."""
-
-    marker = ""
-
-    def __reduce__(self):
-        return (open, (self.marker, "w"))
-
-
-def _plant(path: Path, marker: Path) -> None:
-    Payload.marker = str(marker)
-    with path.open("wb") as f:
-        pickle.dump({"model": Payload(), "update": 99}, f)
 
 
 @pytest.fixture(scope="module")
@@ -160,11 +116,11 @@ def test_checkpoint_round_trip_verifies_and_restores_rng_exactly(tmp_path):
 def test_a_planted_pickle_is_refused_by_train_and_export(run_copy, tmp_path, capsys):
     marker = tmp_path / "payload_ran"
     planted = run_copy / "checkpoints" / "update_00009.pt"
-    _plant(planted, marker)
+    plant(planted, marker)
     assert _train(run_copy, "train.updates=3") == 0  # the planted file is set aside; update 2 resumes
     assert not marker.exists() and (run_copy / "checkpoints" / "update_00009.pt.damaged").exists()
     assert _rollout_updates(run_copy) == [1, 2, 3]
-    _plant(planted, marker)
+    plant(planted, marker)
     assert main(["export", str(run_copy), str(tmp_path / "hf"), "--checkpoint", str(planted)]) == 1
     assert "cannot be read safely" in capsys.readouterr().err and not marker.exists()
 
@@ -174,7 +130,7 @@ def test_a_sharded_checkpoint_with_a_planted_metadata_pickle_is_refused(tmp_path
 
     folder, marker = tmp_path / "update_00001.dcp", tmp_path / "payload_ran"
     folder.mkdir()
-    _plant(folder / ".metadata", marker)
+    plant(folder / ".metadata", marker)
     save_verified({"update": 1, "files_sha256": _folder_digest(folder)}, folder / "meta.pt")  # a forged checksum
     with pytest.raises(CheckpointError, match="not allowed"):
         load_sharded_into_one_process(folder)

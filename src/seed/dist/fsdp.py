@@ -22,7 +22,7 @@ from typing import Callable
 import torch
 import torch.distributed as dist
 
-from seed.errors import CheckpointError, RunError
+from seed.errors import CheckpointError, NonFiniteError, RunError
 from seed.storage import load_verified, save_verified
 
 
@@ -269,9 +269,16 @@ class FSDPRanks:
             components.remote.model.load_state_dict(full)
 
     def save_checkpoint(self, components, optimizer, run_dir: Path, update: int, meta: dict, keep: int) -> None:
-        """A sharded checkpoint (`checkpoints/update_N.dcp/`); it resumes in one process or in N."""
+        """A sharded checkpoint (`checkpoints/update_N.dcp/`), once every rank's shard is finite; it resumes in one
+        process or in N."""
+        from torch.distributed.tensor import DTensor
+
         from seed.train.checkpoint import prune_checkpoints
 
+        shards = [p.to_local() if isinstance(p, DTensor) else p for p in components.policy.model.parameters()]
+        if not self.dp.all_true(all(bool(torch.isfinite(t).all()) for t in shards if t.is_floating_point())):
+            raise NonFiniteError(f"checkpoint of update {update}: NaN/inf weights on a rank; not saved. Lower algo.lr "
+                                 f"or algo.grad_clip and resume from the last checkpoint")
         save_sharded(components.policy.model, optimizer, Path(run_dir) / "checkpoints" / f"update_{update:05d}.dcp",
                      meta)
         if self.is_main:
