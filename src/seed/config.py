@@ -7,7 +7,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -491,10 +490,9 @@ def redacted(d: dict) -> dict:
 
 def save_config(cfg: Config, path: Path) -> None:
     """The resolved config, secrets redacted, written atomically."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(yaml.safe_dump(redacted(cfg.to_dict()), sort_keys=False))
-    os.replace(tmp, path)
+    from seed.storage import atomic_write_text
+
+    atomic_write_text(Path(path), yaml.safe_dump(redacted(cfg.to_dict()), sort_keys=False))
 
 
 # Keys whose change would make the run another run (its task stream, its weights' shapes): never changed mid-run.
