@@ -106,7 +106,7 @@ def main() -> None:
             batch = compute_advantages(episodes, cfg)
             row = {"rollout": t_rollout, "analysis": 0.0, "rescore": 0.0}
             if method == "seed":
-                d = distill.run(1, episodes, batch)
+                d = distill.run(1, episodes, batch.samples)
                 row.update(analysis=d["time/analysis"], rescore=d["time/rescore"], parse_rate=d["distill/parse_rate"],
                            skill_rate=d["distill/skill_rate"])
                 analysed = [e for e in episodes if e.analysis is not None]

@@ -70,7 +70,7 @@ def load_start_weights(model, weights: str | None) -> str:
 def run_seed(args, rows: list[dict]) -> dict:
     tmp = tempfile.mkdtemp(prefix="seed-peer-")
     cfg = load_config("default", [f"run_dir={tmp}", "distill.kind=none", "warmup.enabled=false", "sft.enabled=false",
-                                  "algo.mini_batches=1", f"rollout.max_response_tokens={args.max_tokens}",
+                                  "algo.mini_batch_size=0", f"rollout.max_response_tokens={args.max_tokens}",
                                   "algo.entropy_coef=0", f"seed={args.seed}"])
     comps = build_components(cfg)
     start = load_start_weights(comps.policy.model, args.weights)

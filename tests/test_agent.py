@@ -53,3 +53,32 @@ def test_prompt_holds_task_history_observation_admissible_and_format():
 def test_parse_action(response, valid, action):
     parsed = parse_action(response, ["go to desk 1", "look"])
     assert parsed.valid is valid and parsed.action == action
+
+
+def test_skill_block_is_the_official_text_with_blank_lines_around():
+    state = StepState("alfworld", "put a mug in desk", "You see a desk 1.", ["look"])
+    text = render_text(state, skill="Find the mug first.")
+    assert ("Your task is to: put a mug in desk\n\n**Episode-Level Skill**\nRefer to this episode-level skill when "
+            "deciding what action to take in the current episode:\n[Find the mug first.]\n\n") in text
+
+
+@pytest.mark.parametrize("response,valid,action", [
+    ("<think>go</think><action>Go To Desk 1</action>", True, "go to desk 1"),
+    ("<think>go</think><action>fly to the moon</action>", True, "fly to the moon"),  # inadmissible: still valid
+    ("<action>go to desk 1</action>", False, "go to desk 1"),  # no think pair: invalid, the action is still sent
+    ("<think>去</think><action>look</action>", False, "look"),  # CJK characters
+    ("<think>a</think><action>look</action><action>look</action>", True, "look"),  # the first block counts
+    ("no tags at all", False, ""),
+])
+def test_parse_action_official_format_rule(response, valid, action):
+    parsed = parse_action(response, ["go to desk 1", "look"], validity="format")
+    assert parsed.valid is valid and parsed.action == action
+
+
+def test_left_truncation_keeps_the_end_of_the_prompt():
+    from seed.agent import left_truncate
+
+    assert left_truncate([1, 2, 3, 4, 5], 3) == [3, 4, 5]
+    assert left_truncate([1, 2], 3) == [1, 2]
+    with pytest.raises(ValueError, match="format, admissible"):
+        parse_action("x", [], validity="other")

@@ -11,19 +11,29 @@ def _episode(n_steps, won):
     return Episode("e", 0, 0, "push the box", "sokoban", steps=steps, won=won)
 
 
-def test_prompt_carries_outcome_steps_and_outcome_dependent_wording():
-    text, truncated = analysis_prompt(_episode(3, won=True))
-    assert not truncated
+def test_prompt_carries_outcome_and_every_step_in_full_numbered_from_zero():
+    text, cut = analysis_prompt(_episode(3, won=True))
+    assert cut == 0
     assert "episode_success: success" in text and "workflow" in text and "avoidance" not in text
-    assert "Step 3\nObservation: obs 2\nResponse: <think>t2</think><action>up</action>\nAction valid: true" in text
+    assert "Step 0\nObservation: obs 0\n" in text
+    assert "Step 2\nObservation: obs 2\nResponse: <think>t2</think><action>up</action>\nAction valid: true" in text
+    assert "return ONLY valid JSON" in text and "not as a retrospective explanation" in text
     failure, _ = analysis_prompt(_episode(2, won=False))
     assert "episode_success: failure" in failure and "avoidance rules" in failure
+    long_obs = _episode(1, won=True)
+    long_obs.steps[0].state.observation = "x " * 2000  # full observations: nothing is clipped
+    assert ("x " * 2000).strip() in analysis_prompt(long_obs)[0]
 
 
-def test_long_trajectories_keep_outcome_and_last_steps():
-    text, truncated = analysis_prompt(_episode(20, won=False), max_steps_shown=5)
-    assert truncated and "Only the last 5 of 20 steps" in text
-    assert "Step 20" in text and "Step 16" in text and "Step 15" not in text
+def test_a_prompt_over_its_token_budget_leaves_out_the_earliest_steps_and_counts_them():
+    words = lambda text: len(text.split())  # noqa: E731  (a stand-in token count)
+    full, cut = analysis_prompt(_episode(20, won=False), max_tokens=10_000, count_tokens=words)
+    assert cut == 0 and "Step 19" in full
+    budget = words(full) - 30  # each step is ~6 words: about five steps must go
+    text, cut = analysis_prompt(_episode(20, won=False), max_tokens=budget, count_tokens=words)
+    assert words(text) <= budget and cut >= 4
+    assert f"Steps 0 to {cut - 1} are left out" in text
+    assert f"Step {cut}\n" in text and f"Step {cut - 1}\n" not in text and "Step 19\n" in text
     assert "episode_success: failure" in text
 
 
@@ -31,8 +41,12 @@ def test_long_trajectories_keep_outcome_and_last_steps():
     '{"episode_summary": "s", "episode_skill": "Push the box left before moving up."}',
     'Sure!\n```json\n{"episode_summary": "s", "episode_skill": "Push the box left before moving up."}\n```\nDone.',
     'Analysis: {"episode_summary": "s", "episode_skill": "Push the box left before moving up."} trailing {',
+    '{"episode_summary": "s", "episode_skill": "Push the box left\nbefore moving up."}',  # literal newline
+    "{'episode_summary': 's', 'episode_skill': 'Push the box left before moving up.'}",  # a Python dict
+    '{"episode_summary": "s", "episode_skill": "Push the box left before moving up.",}',  # trailing comma
+    '{"note": "first"} then {"episode_summary": "s", "episode_skill": "Push the box left before moving up."}',
 ])
-def test_parse_accepts_fences_and_trailing_text(raw):
+def test_parse_keeps_what_the_official_reader_keeps(raw):
     a = parse_analysis(raw)
     assert a.parsed and a.skill == "Push the box left before moving up."
 
@@ -40,28 +54,34 @@ def test_parse_accepts_fences_and_trailing_text(raw):
 @pytest.mark.parametrize("raw,error", [
     ("no json here", "no JSON object"),
     ('{"episode_summary": "s"}', "missing"),
-    ('{"episode_summary": "s", "episode_skill": "go left"}', "shorter than 5 words"),
+    ('{"episode_summary": "s", "episode_skill": "   "}', "missing"),
 ])
 def test_parse_rejects_unusable_output(raw, error):
     a = parse_analysis(raw)
     assert a.skill is None and error in a.error
 
 
+def test_minimum_skill_length_is_a_parameter():
+    raw = '{"episode_summary": "s", "episode_skill": "go left"}'
+    assert parse_analysis(raw).skill == "go left"  # official RL path: any non-empty skill
+    assert "shorter than 5 words" in parse_analysis(raw, min_skill_words=5).error
+
+
 def test_step_skills_are_asked_for_only_when_enabled():
     plain, _ = analysis_prompt(_episode(3, won=False))
     with_steps, _ = analysis_prompt(_episode(3, won=False), step_skills=2)
-    assert "step_skills" not in plain and "exactly two fields" in plain
-    assert '"step_skills": {"<step number>"' in with_steps and "at most 2 entries" in with_steps
+    assert "step_skills" not in plain and "complete 2 fields" in plain
+    assert '"step_skills": {"0": "skill for step 0"}' in with_steps and "at most 2 critical step(s)" in with_steps
 
 
-def test_step_skills_keep_shown_steps_only_up_to_the_limit():
+def test_step_skills_keep_steps_of_the_episode_only_up_to_the_limit():
     raw = ('{"episode_summary": "s", "episode_skill": "Push the box left before moving up.", "step_skills": '
-           '{"1": "Move left toward the box.", "Step 2": "Push the box down now.", "9": "Out of range step.", '
-           '"x": "Not a step number.", "3": "too short"}}')
+           '{"0": "Move left toward the box.", "Step 1": "Push the box down now.", "9": "Out of range step.", '
+           '"x": "Not a step number.", "2": "too short"}}')
     assert parse_analysis(raw).step_skills == {}  # off unless asked for
     a = parse_analysis(raw, max_step_skills=4, num_steps=3)
-    assert a.step_skills == {1: "Move left toward the box.", 2: "Push the box down now."}
-    assert parse_analysis(raw, max_step_skills=1, num_steps=3).step_skills == {1: "Move left toward the box."}
+    assert a.step_skills == {0: "Move left toward the box.", 1: "Push the box down now."}
+    assert parse_analysis(raw, max_step_skills=1, num_steps=3).step_skills == {0: "Move left toward the box."}
 
 
 def test_policy_analyzer_decodes_each_distinct_prompt_once(tokenizer):

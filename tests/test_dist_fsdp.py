@@ -10,7 +10,7 @@ from seed.train.components import build_components
 from seed.train.rl import compute_advantages, make_optimizer, policy_update, task_seeds_for_update
 
 LR = 1e-5
-OVERRIDES = ["algo.mini_batches=2", "algo.token_budget=600", f"algo.lr={LR}", "algo.kl_coef=0.01",
+OVERRIDES = ["algo.mini_batch_size=3", "algo.token_budget=600", f"algo.lr={LR}", "algo.kl_coef=0.01",
              "algo.entropy_coef=0.001", "rollout.tasks_per_update=3", "rollout.group_size=2"]
 
 

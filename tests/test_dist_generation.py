@@ -49,3 +49,12 @@ def test_weights_are_pushed_once_after_every_update(components):
     assert remote.pushes == pushes + 1
     for a, b in zip(after, local.logprobs(_prompts(tok), responses)):
         assert a == pytest.approx(b, abs=1e-5)
+
+
+def test_teacher_rescores_on_the_trainer_engine_so_an_empty_skill_shifts_no_token(components):
+    """The workers' log-probs differ from the trainer's in the last digits (above); the teacher re-score must not
+    carry that offset into delta."""
+    from test_rescore import empty_skill_shift
+
+    shift = empty_skill_shift(components)
+    assert shift and all(d == 0.0 for d in shift)

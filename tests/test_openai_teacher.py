@@ -23,7 +23,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.end_headers()
             return
         assert body["temperature"] == 0 and body["messages"][0]["role"] == "user"
-        task = body["messages"][0]["content"].split("Task: ")[1].split("\n")[0]
+        task = body["messages"][0]["content"].split("Task description: ")[1].split("\n")[0]
         content = "```json\n" + json.dumps({"episode_summary": "ok", "episode_skill":
                                             f"For {task} push the box straight at the target."}) + "\n```"
         out = json.dumps({"choices": [{"message": {"role": "assistant", "content": content}}]}).encode()

@@ -36,8 +36,8 @@ def test_failure_names_first_deviation_invalid_steps_and_loop():
     ep = _play("sokoban", 4, [wrong, "dance", wrong, wrong], valid=[True, False, True, True])
     assert not ep.won
     m = find_mistakes(make("sokoban"), ep)
-    assert m.first_deviation is not None and m.first_deviation[0] == 1 and m.first_deviation[1] == wrong
-    assert m.invalid_steps == [2]
+    assert m.first_deviation is not None and m.first_deviation[0] == 0 and m.first_deviation[1] == wrong
+    assert m.invalid_steps == [1]  # step indices as the analysis prompt shows them (0-based)
     skill = parse_analysis(OracleTeacher(lambda: make("sokoban")).label(ep)).skill
     assert f"'{wrong}'" in skill and "invalid" in skill
 
@@ -60,8 +60,8 @@ def test_oracle_step_skills_name_the_critical_steps():
     ep = _play("sokoban", 4, ["dance", wrong, wrong], valid=[False, True, True])
     raw = OracleTeacher(lambda: make("sokoban"), step_skills=3).label(ep)
     steps = parse_analysis(raw, max_step_skills=3, num_steps=3).step_skills
-    assert steps == {1: "Answer with one admissible action inside <action></action>.",
-                     2: f"Take '{plan[0]}' here, not '{wrong}'."}
+    assert steps == {0: "Answer with one admissible action inside <action></action>.",
+                     1: f"Take '{plan[0]}' here, not '{wrong}'."}
     assert "step_skills" not in OracleTeacher(lambda: make("sokoban")).label(ep)
 
 

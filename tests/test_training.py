@@ -47,15 +47,19 @@ def _episode(eid, group, score, n_steps):
     return Episode(eid, group, 0, "t", "sokoban", steps=steps, score=score)
 
 
-def test_advantages_broadcast_to_every_step_and_faulty_episodes_are_dropped():
-    cfg = load_config("tiny")
+def test_advantages_per_step_and_faulty_episodes_are_dropped():
     eps = [_episode("a", 0, 10.0, 2), _episode("b", 0, 0.0, 3), _episode("c", 1, 5.0, 1)]
     broken = _episode("d", 1, 0.0, 2)
     broken.error = "step failed"
-    batch = compute_advantages(eps + [broken], cfg)
-    assert len(batch.samples) == 6
-    a = batch.advantages.tolist()
+    by_episode = compute_advantages(eps + [broken], load_config("tiny", ["algo.grpo_over=episodes"]))
+    assert len(by_episode.samples) == 6
+    a = by_episode.advantages.tolist()
     assert a[0] == a[1] > 0 and a[2] == a[3] == a[4] < 0 and a[5] == 0.0  # "c" is alone in its group now
+    by_step = compute_advantages(eps + [broken], load_config("tiny"))  # official: statistics over step samples
+    b = by_step.advantages.tolist()
+    assert b[0] == b[1] > 0 and b[2] == b[3] == b[4] < 0
+    assert b[5] == pytest.approx(5.0, rel=1e-5)  # a group with one score: mean 0, std 1
+    assert [s.advantage for s in by_step.samples] == pytest.approx(b)  # each step keeps its own, for the files
 
 
 def test_task_seeds_never_overlap_between_updates():

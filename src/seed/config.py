@@ -14,6 +14,8 @@ from typing import Any
 
 import yaml
 
+from seed.algos import ADVANTAGES, DISTILL_LOSSES, GROUPINGS, NORMS, POLICY_LOSSES
+
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
 
 
@@ -58,6 +60,12 @@ class RolloutConfig:
     invalid_penalty: float = _positive(0.1, minimum=0)
     success_reward: float = _positive(10.0, minimum=0)
     generation_batch_size: int = _positive(64)
+    validity: str = _choice("format", "format", "admissible",
+                            doc="format (official): invalid only without the <think>/<action> pair or with CJK text; "
+                                "a well-formed inadmissible action goes to the env unpenalised. admissible: also "
+                                "invalid when the action is not admissible (it is then not sent)")
+    stop_at_action: bool = field(default=False, metadata={
+        "doc": "end responses at </action> instead of generating (and training) the end-of-turn token"})
 
 
 @dataclass
@@ -68,6 +76,8 @@ class GenerationConfig:
     workers: int = _positive(0, minimum=0, doc="Ray generation actors (0 = the trainer process decodes)")
     gpu_memory_utilization: float = _positive(0.3, minimum=0, maximum=1, doc="vllm: share of GPU memory")
     gpus_per_worker: float = _positive(1.0, minimum=0, doc="GPUs Ray gives each generation actor (cuda only)")
+    max_model_len: int = _positive(0, minimum=0, doc="vllm: context length; 0 = rollout prompt + response or "
+                                                     "analysis prompt + analyzer tokens, whichever is longer")
 
 
 @dataclass
@@ -80,17 +90,24 @@ class DistConfig:
 
 @dataclass
 class AlgoConfig:
-    advantage: str = _choice("grpo", "grpo", "gigpo")
-    norm: str = _choice("mean_std", "mean_std", "mean")
+    advantage: str = _choice("grpo", *ADVANTAGES)
+    grpo_over: str = _choice("steps", *GROUPINGS, doc="steps (official): every step sample has its own score and "
+                             "the group statistics run over step samples; episodes: one score per episode")
+    norm: str = _choice("mean_std", *NORMS)
     gigpo_step_weight: float = _positive(1.0, minimum=0)
     gigpo_gamma: float = _positive(0.95, minimum=0, maximum=1)
+    policy_loss: str = _choice("ppo_clip", *POLICY_LOSSES)
     clip: float = _positive(0.2, minimum=0)
+    clip_ratio_c: float = _positive(3.0, minimum=0, doc="dual clip for negative advantages (0 = off); must be > 1")
     kl_coef: float = _positive(0.01, minimum=0)
     entropy_coef: float = _positive(0.001, minimum=0)
     lr: float = _positive(1e-6, minimum=0)
     weight_decay: float = _positive(0.01, minimum=0)
     grad_clip: float = _positive(1.0, minimum=0)
-    mini_batches: int = _positive(1, doc="optimizer steps per update (one PPO epoch over the batch)")
+    mini_batch_size: int = _positive(256, minimum=0, doc="step samples per optimizer step (one PPO epoch over the "
+                                     "batch; 0 = the whole batch in one step)")
+    pad_mini_batches: bool = field(default=True, metadata={
+        "doc": "fill the last mini-batch with step samples drawn again at random (official), or leave it short"})
     token_budget: int = _positive(8192, doc="padded tokens per micro-batch")
 
 
@@ -98,7 +115,7 @@ class AlgoConfig:
 class DistillConfig:
     """On-policy distillation added to the RL loss (SEED and its peers). kind=none is plain GRPO/GiGPO."""
 
-    kind: str = _choice("none", "none", "seed", "opsd", "positive", "skill_sd", "opid")
+    kind: str = _choice("none", "none", *DISTILL_LOSSES)
     coef: float = _positive(0.01, minimum=0, doc="lambda: weight of the distillation loss")
     beta: float = _positive(5.0, minimum=0, doc="gate sharpness: g = sigmoid(beta * delta)")
     opid_weight: float = _positive(0.001, minimum=0, doc="opid: A += w * delta per token")
@@ -109,6 +126,9 @@ class DistillConfig:
     teacher_weights: str = _choice("live", "live", "base", "ema")
     ema_decay: float = _positive(0.99, minimum=0, maximum=1)
     analyzer_max_new_tokens: int = _positive(256, maximum=32768)
+    analyzer_max_prompt_tokens: int = _positive(16384, maximum=1_048_576,
+                                                doc="token budget of the analysis prompt's trajectory")
+    min_skill_words: int = _positive(1, doc="shorter skills are unusable (official RL path: any non-empty skill)")
     step_skills: int = _positive(0, minimum=0, doc="OPID-style: up to K step skills per episode (0 = off)")
 
 
@@ -150,6 +170,11 @@ class SftConfig:
     epochs: int = _positive(3)
     lr: float = _positive(5e-6, minimum=0)
     batch_size: int = _positive(8)
+    weight_decay: float = _positive(0.01, minimum=0)
+    adam_beta1: float = _positive(0.9, minimum=0, maximum=0.999999)
+    adam_beta2: float = _positive(0.95, minimum=0, maximum=0.999999)
+    warmup_ratio: float = _positive(0.1, minimum=0, maximum=1, doc="share of the steps with a linear lr warm-up; "
+                                    "cosine decay to 0 after it")
     holdout: float = _positive(0.1, minimum=0, maximum=0.9, doc="share of labels held out")
     eval_generations: int = _positive(16, minimum=0, doc="held-out prompts generated greedily to measure parse rate")
     max_new_tokens: int = _positive(256, maximum=32768)

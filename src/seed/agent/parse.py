@@ -1,11 +1,18 @@
-"""Turn a model response into an env action, and say whether it is valid.
+"""Turn a model response into an env action, and say whether it is valid (`rollout.validity`).
 
-A response is valid when it holds exactly one `<think>…</think>` and one `<action>…</action>` pair and the action
-is admissible (case and surrounding whitespace ignored). Anything else is a no-op step for the env.
+format (the official rule): valid when the response has a `<think>…</think>` and an `<action>…</action>` pair and
+no CJK characters; the action inside goes to the env whether or not it is admissible (ALFWorld answers "Nothing
+happens."), so only malformed responses are penalised.
+admissible: valid when the response holds exactly one of each pair and the action is admissible (case and
+surrounding whitespace ignored); anything else is a no-op step for the env.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+
+VALIDITY_RULES = ("format", "admissible")
+_CJK = re.compile(r"[\u4e00-\u9fff]")
 
 
 @dataclass
@@ -29,7 +36,11 @@ def blocks(text: str, tag: str) -> list[str]:
     return out
 
 
-def parse_action(response: str, admissible: list[str] | None) -> ParsedAction:
+def parse_action(response: str, admissible: list[str] | None, validity: str = "admissible") -> ParsedAction:
+    if validity == "format":
+        return parse_format(response, admissible)
+    if validity != "admissible":
+        raise ValueError(f"validity must be one of {', '.join(VALIDITY_RULES)}; got {validity!r}")
     actions = blocks(response, "action")
     if len(actions) != 1:
         return ParsedAction("", False, f"expected one <action> block, found {len(actions)}")
@@ -43,4 +54,21 @@ def parse_action(response: str, admissible: list[str] | None) -> ParsedAction:
         action = lookup[action.lower()]
     elif not action:
         return ParsedAction(action, False, "empty action")
+    return ParsedAction(action, True)
+
+
+def parse_format(response: str, admissible: list[str] | None) -> ParsedAction:
+    """The official rule: the first `<action>` block's text (lower-cased, as the official) is the action; the
+    response is valid when both tag pairs are present and it has no CJK characters. An admissible action is sent in
+    its admissible spelling; anything else is sent as written."""
+    low = response.lower()
+    start, end = low.find("<action>"), low.find("</action>")
+    if start < 0 or end < start:
+        return ParsedAction("", False, "no <action>...</action> pair")
+    action = " ".join(low[start + len("<action>"):end].split())
+    action = {a.lower(): a for a in admissible or []}.get(action, action)
+    if "<think>" not in response or "</think>" not in response:
+        return ParsedAction(action, False, "no <think>...</think> pair")
+    if _CJK.search(response):
+        return ParsedAction(action, False, "CJK characters in the response")
     return ParsedAction(action, True)

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from seed.rollout.types import StepState
 
-SKILL_HEADER = "Episode-Level Skill"
-SKILL_INSTRUCTION = "Use this skill when choosing the actions of this episode."
+SKILL_HEADER = "**Episode-Level Skill**"
+SKILL_INSTRUCTION = "Refer to this episode-level skill when deciding what action to take in the current episode:"
 
 _INTROS = {
     "alfworld": "You are an expert agent operating in the ALFRED Embodied Environment.",
@@ -23,7 +23,8 @@ ANSWER_FORMAT = (
 
 
 def skill_block(skill: str) -> str:
-    return f"## {SKILL_HEADER}\n{SKILL_INSTRUCTION}\n{skill.strip()}\n"
+    """The official block: a bold header, the instruction line, the skill in square brackets."""
+    return f"{SKILL_HEADER}\n{SKILL_INSTRUCTION}\n[{skill.strip()}]\n"
 
 
 def render_text(state: StepState, skill: str | None = None) -> str:
@@ -60,3 +61,9 @@ def render(state: StepState, tokenizer, skill: str | None = None) -> list[int]:
     if isinstance(ids, dict) or hasattr(ids, "input_ids"):  # newer transformers return a BatchEncoding
         ids = ids["input_ids"]
     return list(ids)
+
+
+def left_truncate(ids: list[int], limit: int | None) -> list[int]:
+    """The last `limit` tokens of a prompt that is too long (the official truncation side: the task and skill
+    lines go first, the current observation and the answer format stay)."""
+    return ids[-limit:] if limit and len(ids) > limit else ids

@@ -15,7 +15,7 @@ class GenerationWorker:
     """The body of one Ray generation actor: an HF (CPU/GPU) or vLLM (GPU) backend on its own model copy."""
 
     def __init__(self, model_name: str, device: str, precision: str, seed: int, lora: dict | None,
-                 engine: str = "hf", gpu_memory_utilization: float = 0.3):
+                 engine: str = "hf", gpu_memory_utilization: float = 0.3, max_model_len: int = 4096):
         from seed.models import load_model, load_tokenizer
 
         self.tokenizer = load_tokenizer(model_name)
@@ -23,7 +23,7 @@ class GenerationWorker:
             from seed.models.vllm_backend import VLLMBackend
 
             self.backend = VLLMBackend(model_name, self.tokenizer, seed=seed,
-                                       gpu_memory_utilization=gpu_memory_utilization)
+                                       gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len)
         else:
             from seed.models import HFBackend
 
@@ -59,14 +59,16 @@ class RemoteBackend:
     """The trainer's backend, with `generate` and `logprobs` served by `workers` Ray actors."""
 
     def __init__(self, local, model_cfg, workers: int, seed: int = 0, ray_address: str | None = None,
-                 engine: str = "hf", gpu_memory_utilization: float = 0.3, gpus_per_worker: float = 1.0):
+                 engine: str = "hf", gpu_memory_utilization: float = 0.3, gpus_per_worker: float = 1.0,
+                 max_model_len: int = 4096):
         from seed.dist.ray_utils import cpus_per_worker, init_ray
 
         self.local, self.ray = local, init_ray(ray_address)
         gpus = gpus_per_worker if engine == "vllm" or model_cfg.device == "cuda" else 0
         actor = self.ray.remote(num_cpus=cpus_per_worker(workers), num_gpus=gpus)(GenerationWorker)
         self.actors = [actor.remote(model_cfg.name, model_cfg.device, model_cfg.precision, seed + 1000 * (i + 1),
-                                    model_cfg.lora, engine, gpu_memory_utilization) for i in range(workers)]
+                                    model_cfg.lora, engine, gpu_memory_utilization, max_model_len)
+                       for i in range(workers)]
         self._pushed = None
         self.pushes = 0
 

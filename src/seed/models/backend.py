@@ -43,6 +43,7 @@ class Sampling:
     max_new_tokens: int = 64
     stop: tuple[str, ...] = ("</action>",)
     greedy: bool = False
+    keep_eos: bool = False  # the end-of-turn token ends the response and is part of it (scored and trained)
 
 
 @dataclass
@@ -138,6 +139,9 @@ class HFBackend:
                 t = int(nxt[b])
                 if t in eos:
                     stopped[row] = True
+                    if sampling.keep_eos:
+                        gen_ids[row].append(t)
+                        gen_logps[row].append(float(tok_logp[b]))
                     continue
                 gen_ids[row].append(t)
                 gen_logps[row].append(float(tok_logp[b]))

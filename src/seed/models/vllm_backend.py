@@ -41,7 +41,7 @@ class VLLMBackend:
         gens = []
         for out in outs:
             o = out.outputs[0]
-            ids = [t for t in o.token_ids if t != self.tokenizer.eos_token_id]
+            ids = [t for t in o.token_ids if sampling.keep_eos or t != self.tokenizer.eos_token_id]
             logps = [step[t].logprob for t, step in zip(o.token_ids, o.logprobs or [])][:len(ids)]
             gens.append(Generation(ids, logps, self.tokenizer.decode(ids, skip_special_tokens=True),
                                    o.finish_reason == "stop"))

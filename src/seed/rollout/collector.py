@@ -9,7 +9,7 @@ import logging
 from dataclasses import dataclass
 from typing import Callable
 
-from seed.agent import parse_action, render
+from seed.agent import left_truncate, parse_action, render
 from seed.dist.env_pool import EnvFault, LocalEnvPool
 from seed.envs.base import Env, Obs
 from seed.models.backend import Sampling
@@ -24,8 +24,9 @@ class RolloutSettings:
     history_length: int = 5
     invalid_penalty: float = 0.1
     success_reward: float = 10.0
-    max_prompt_tokens: int = 2048
+    max_prompt_tokens: int = 2048  # longer prompts are left-truncated to this, and counted
     generation_batch_size: int = 64
+    validity: str = "format"  # seed.agent.parse: format (official) or admissible
 
 
 class _Running:
@@ -73,18 +74,19 @@ class Collector:
             if not live:
                 break
             states = [r.state(s.history_length) for r in live]
-            prompts = [render(st, self.tokenizer) for st in states]
+            full = [render(st, self.tokenizer) for st in states]
+            prompts = [left_truncate(ids, s.max_prompt_tokens) for ids in full]
             wasted = [render(r.state(s.history_length), self.tokenizer) for r in running if r.done] if lockstep else []
             gens = backend.generate(prompts + wasted, sampling, batch_size=s.generation_batch_size)[:len(prompts)]
-            parsed = [parse_action(gen.text, st.admissible) for gen, st in zip(gens, states)]
-            results = self.pool.step([(r.slot, p.action if p.valid else "") for r, p in zip(live, parsed)])
-            for r, st, prompt, gen, p, result in zip(live, states, prompts, gens, parsed, results):
+            parsed = [parse_action(gen.text, st.admissible, s.validity) for gen, st in zip(gens, states)]
+            results = self.pool.step([(r.slot, self._sent(p)) for r, p in zip(live, parsed)])
+            for r, st, ids, prompt, gen, p, result in zip(live, states, full, prompts, gens, parsed, results):
                 if isinstance(result, EnvFault):
                     self._drop(r.episode, result)
                     r.done = True
                     continue
                 obs, env_reward, done, info = result
-                valid = p.valid and bool(info.get("valid", True))
+                valid = p.valid if s.validity == "format" else p.valid and bool(info.get("valid", True))
                 reward = 0.0
                 if not valid:
                     reward -= s.invalid_penalty
@@ -94,8 +96,8 @@ class Collector:
                     state=st, prompt_ids=prompt, response_ids=gen.ids, rollout_logps=gen.logps,
                     response_text=gen.text, action=p.action, valid=valid, reward=reward,
                     episode_id=r.episode.episode_id, group_id=r.episode.group_id, step_index=st.step_index,
-                    truncated_prompt=len(prompt) > s.max_prompt_tokens))
-                r.history.append((r.obs.text, p.action if valid else gen.text.strip()[-200:]))
+                    truncated_prompt=len(ids) > len(prompt)))
+                r.history.append((r.obs.text, self._sent(p) or gen.text.strip()[-200:]))
                 r.obs = obs
                 if done or obs.won:
                     r.done = True
@@ -106,6 +108,11 @@ class Collector:
             ep.won = bool(r.obs.won) if ep.error is None else False
             ep.score = s.success_reward * ep.won - s.invalid_penalty * ep.num_invalid
         return [r.episode for r in running]
+
+    def _sent(self, parsed) -> str:
+        """What the env receives: under `format` the extracted action whatever it is (the env answers an
+        inadmissible one itself), under `admissible` only a valid action ("" is a no-op)."""
+        return parsed.action if self.settings.validity == "format" or parsed.valid else ""
 
     @staticmethod
     def _drop(episode: Episode, fault: EnvFault) -> None:

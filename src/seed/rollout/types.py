@@ -42,6 +42,7 @@ class StepSample:
     step_index: int = 0
     truncated_prompt: bool = False
     teacher_logps: list[float] | None = None  # the same tokens under the skill prompt (set when re-scored)
+    advantage: float | None = None  # what the update trained this step with (set by compute_advantages)
 
 
 @dataclass
@@ -55,7 +56,7 @@ class Episode:
     won: bool = False
     score: float = 0.0  # outcome reward: success_reward * won - penalties
     skill: str | None = None
-    step_skills: dict[int, str] = field(default_factory=dict)  # OPID-style, 1-based step number -> sentence
+    step_skills: dict[int, str] = field(default_factory=dict)  # OPID-style, step index (0-based) -> sentence
     analysis: dict | None = None
     error: str | None = None
 

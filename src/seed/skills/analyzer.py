@@ -6,61 +6,71 @@ up to K one-sentence skills keyed by step number, for the critical steps only.
 """
 from __future__ import annotations
 
+import ast
 import json
 import re
 from dataclasses import dataclass, field
+from typing import Callable
 
 from seed.rollout.types import Episode
 
-MIN_SKILL_WORDS = 5
+MIN_SKILL_WORDS = 1  # the official RL path keeps any non-empty skill (`distill.min_skill_words`)
 
-_SUCCESS_SKILL = ("a workflow: the core decision rule and action ordering that made it work")
-_FAILURE_SKILL = ("avoidance rules: the core mistake and the warning signs that should trigger a different action")
+_SKILL_WORDING = {
+    True: "Write one episode_skill that turns the successful trajectory into a workflow: the core decision rule "
+          "and the action ordering that made it work.",
+    False: "Write one episode_skill that turns the failed trajectory into avoidance rules: the core mistake and "
+           "the warning signs the agent should avoid.",
+}
 
 
-def analysis_prompt(episode: Episode, max_steps_shown: int = 12, max_chars_per_field: int = 600,
-                    step_skills: int = 0) -> tuple[str, bool]:
-    """The analysis request for one finished episode, and whether the trajectory had to be truncated.
+def _step_text(i: int, step) -> str:
+    return (f"Step {i}\nObservation: {step.state.observation}\nResponse: {step.response_text}\n"
+            f"Action valid: {'true' if step.valid else 'false'}\n")
 
-    Long trajectories keep the task, the outcome and the *last* steps (where the outcome was decided).
-    """
-    success = episode.won
-    steps = episode.steps
-    truncated = len(steps) > max_steps_shown
-    shown = list(enumerate(steps))[-max_steps_shown:]
-    lines = [
-        "You are analysing one finished episode of an agent acting in a text environment.",
-        f"Task: {episode.task}",
-        f"episode_success: {'success' if success else 'failure'}",
-    ]
-    if truncated:
-        lines.append(f"(Only the last {max_steps_shown} of {len(steps)} steps are shown.)")
-    for i, step in shown:
-        lines += [
-            f"Step {i + 1}",
-            f"Observation: {_clip(step.state.observation, max_chars_per_field)}",
-            f"Response: {_clip(step.response_text, max_chars_per_field)}",
-            f"Action valid: {'true' if step.valid else 'false'}",
-        ]
-    fields = ('{"episode_summary": "<one or two sentences on what happened>", '
-              f'"episode_skill": "<{_SUCCESS_SKILL if success else _FAILURE_SKILL}>"')
+
+def analysis_prompt(episode: Episode, step_skills: int = 0, max_tokens: int | None = None,
+                    count_tokens: Callable[[str], int] | None = None) -> tuple[str, int]:
+    """The analysis request for one finished episode, and how many of its steps had to be left out.
+
+    Every step is shown in full (numbered from 0, as the official prompt). Only when the prompt would exceed
+    `max_tokens` (counted by `count_tokens`, e.g. a tokenizer's length) are the earliest steps left out, one by one,
+    and the prompt says so: the outcome is decided late, and the skill must fit the analyzer's context."""
+    steps = [_step_text(i, s) for i, s in enumerate(episode.steps)]
+    cut = 0
+    text = _prompt_text(episode, steps, 0, step_skills)
+    if max_tokens is not None and count_tokens is not None:
+        while cut < len(steps) - 1 and count_tokens(text) > max_tokens:
+            cut += 1
+            text = _prompt_text(episode, steps, cut, step_skills)
+    return text, cut
+
+
+def _prompt_text(episode: Episode, steps: list[str], cut: int, step_skills: int) -> str:
+    fields = ["episode_summary", "episode_skill"] + (["step_skills"] if step_skills else [])
+    tasks = ["Write a concise episode_summary.", _SKILL_WORDING[bool(episode.won)]]
+    shape = '{\n  "episode_summary": "string",\n  "episode_skill": "string"'
     if step_skills:
-        fields += ', "step_skills": {"<step number>": "<one imperative sentence for that step>"}'
-    lines += [
-        "",
-        f"Reply with valid JSON only, with exactly {'three' if step_skills else 'two'} fields:",
-        fields + "}",
-        "The skill must be one short instruction addressed to the agent for its next attempt at this task, "
-        "not a retrospective explanation.",
-    ]
-    if step_skills:
-        lines.append(f"step_skills holds at most {step_skills} entries, only for the steps that decided the outcome.")
-    return "\n".join(lines), truncated
-
-
-def _clip(text: str, limit: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+        tasks.append(f"Give concise, action-oriented skills for at most {step_skills} critical step(s) as "
+                     "entries of step_skills, keyed by step index; use the whole episode to infer them, but phrase "
+                     "each as advice the policy can act on at that step.")
+        shape += ',\n  "step_skills": {"0": "skill for step 0"}'
+    numbered = "\n".join(f"{i + 1}. {t}" for i, t in enumerate(tasks))
+    omitted = f"(Steps 0 to {cut - 1} are left out to fit the context.)\n" if cut else ""
+    return (
+        "Analyze the following agent episode and return ONLY valid JSON.\n\n"
+        f"You need to complete {len(tasks)} fields:\n{numbered}\n\n"
+        "Important constraints:\n"
+        "- Step indexing is 0-based: step 0 is the first step of the trajectory.\n"
+        "- Write episode_skill as one short policy-facing skill, not as a retrospective explanation of the "
+        "trajectory.\n"
+        f"- Return only these top-level fields: {', '.join(fields)}.\n\n"
+        f"Return format:\n{shape}\n}}\n\n"
+        "Episode context:\n"
+        f"- Task description: {episode.task or '(not available)'}\n"
+        f"- episode_success: {'success' if episode.won else 'failure'}\n"
+        f"- Interaction trajectory: {omitted}{''.join(steps[cut:])}"
+    )
 
 
 @dataclass
@@ -69,41 +79,95 @@ class Analysis:
     skill: str | None  # None when the output is unusable: then the episode gets no distillation signal
     parsed: bool
     error: str = ""
-    step_skills: dict[int, str] = field(default_factory=dict)  # step number (1-based, as shown) -> sentence
+    step_skills: dict[int, str] = field(default_factory=dict)  # step index (0-based, as shown) -> sentence
 
 
-_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL)
+_FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
+_TRAILING_COMMA = re.compile(r",\s*([}\]])")
 MAX_JSON_STARTS = 64  # "{" positions tried per candidate text: bounds the work at O(64 n)
+MAX_LITERAL_CHARS = 20_000  # a Python-dict slice longer than this is not evaluated
+
+
+def _json_objects(text: str) -> list[dict]:
+    """Every decodable object in text, as the official reader finds them: inside code fences or bare, with
+    literal newlines allowed inside strings, trailing commas repaired, and Python-literal dicts (single quotes)
+    as the fallback. Model output is hostile input: nesting deep enough to exhaust the recursion limit, numbers
+    too long to convert, thousands of stray braces. Each is a failed candidate, never an exception, and at most
+    MAX_JSON_STARTS starts are tried per candidate text, so the time is linear in the length."""
+    fenced = [b.strip() for b in _FENCE.findall(text) if b.strip()] if "```" in text else []
+    out: list[dict] = []
+    for cand in fenced + [text.strip()]:
+        repaired = _TRAILING_COMMA.sub(r"\1", cand)
+        for variant in ([cand, repaired] if repaired != cand else [cand]):
+            found = _decoded(variant) or _python_literals(variant)
+            out.extend(found)
+    return out
+
+
+def _decoded(text: str) -> list[dict]:
+    decoder, found = json.JSONDecoder(strict=False), []
+    start = text.find("{")
+    for _ in range(MAX_JSON_STARTS):
+        if start < 0:
+            break
+        try:
+            obj, _ = decoder.raw_decode(text, start)
+        except (ValueError, RecursionError):  # JSONDecodeError, int too long, nesting too deep
+            obj = None
+        if isinstance(obj, dict):
+            found.append(obj)
+        start = text.find("{", start + 1)
+    return found
+
+
+def _python_literals(text: str) -> list[dict]:
+    found = []
+    for piece in _balanced_objects(text)[:MAX_JSON_STARTS]:
+        if len(piece) > MAX_LITERAL_CHARS:
+            continue
+        try:
+            obj = ast.literal_eval(piece)
+        except (ValueError, SyntaxError, TypeError, RecursionError, MemoryError):
+            continue
+        if isinstance(obj, dict):
+            found.append(obj)
+    return found
+
+
+def _balanced_objects(text: str) -> list[str]:
+    """The top-level {...} slices of text, quotes (single or double) respected; one linear scan."""
+    slices, start, depth, quote, escape = [], -1, 0, "", False
+    for i, ch in enumerate(text):
+        if escape:
+            escape = False
+        elif quote:
+            if ch == "\\":
+                escape = True
+            elif ch == quote:
+                quote = ""
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "{":
+            start = i if depth == 0 else start
+            depth += 1
+        elif ch == "}" and depth:
+            depth -= 1
+            if depth == 0:
+                slices.append(text[start:i + 1])
+    return slices
 
 
 def _first_json_object(text: str) -> dict | None:
-    """The first decodable JSON object in text: inside a code fence or bare, trailing text ignored.
-
-    Model output is hostile input: nesting deep enough to exhaust the recursion limit, numbers too long to convert,
-    thousands of stray braces. Each is a failed candidate, never an exception, and at most MAX_JSON_STARTS starts
-    are tried per candidate text, so the time is linear in the length."""
-    candidates = (_FENCE.findall(text) if "```" in text else []) + [text]
-    decoder = json.JSONDecoder()
-    for cand in candidates:
-        start = cand.find("{")
-        for _ in range(MAX_JSON_STARTS):
-            if start < 0:
-                break
-            try:
-                obj, _ = decoder.raw_decode(cand, start)
-            except (ValueError, RecursionError):  # JSONDecodeError, int too long, nesting too deep
-                obj = None
-            if isinstance(obj, dict):
-                return obj
-            start = cand.find("{", start + 1)
-    return None
+    """The object that holds `episode_skill`, else the first object found, else None."""
+    objects = _json_objects(text)
+    return next((o for o in objects if "episode_skill" in o), objects[0] if objects else None)
 
 
 def parse_analysis(text: str, min_skill_words: int = MIN_SKILL_WORDS, max_step_skills: int = 0,
                    num_steps: int | None = None) -> Analysis:
     """Extract and validate the analyzer's JSON; never raises (unusable output gives `skill=None`). Step skills are
-    read only when `max_step_skills > 0`; entries whose key is not a shown step number, or whose sentence is
-    shorter than 3 words, are dropped."""
+    read only when `max_step_skills > 0`; entries whose key is not a step index of the episode (0-based), or whose
+    sentence is shorter than 3 words, are dropped."""
     if not isinstance(text, str):
         return Analysis("", None, False, f"analyzer output is {type(text).__name__}, not text")
     try:
@@ -136,7 +200,7 @@ def _step_skills(raw, limit: int, num_steps: int | None) -> dict[int, str]:
         if not (digits.isdigit() and len(digits) <= 6):
             continue
         step = int(digits)
-        if step < 1 or (num_steps is not None and step > num_steps) or not isinstance(value, str):
+        if (num_steps is not None and step >= num_steps) or not isinstance(value, str):
             continue
         value = " ".join(value.split())
         if len(value.split()) >= 3:

@@ -16,7 +16,7 @@ from seed.envs.base import checked_result
 from seed.models.backend import Sampling
 from seed.models.batching import distinct_rows
 from seed.rollout.types import Episode
-from seed.skills.analyzer import Analysis, analysis_prompt, parse_analysis
+from seed.skills.analyzer import MIN_SKILL_WORDS, Analysis, analysis_prompt, parse_analysis
 from seed.skills.library import read_skill_library
 
 SKILL_SOURCES = ("policy", "teacher", "library", "privileged")
@@ -28,14 +28,24 @@ def chat_ids(tokenizer, text: str) -> list[int]:
 
 
 class PolicyAnalyzer:
-    def __init__(self, backend, tokenizer, max_new_tokens: int, batch_size: int, step_skills: int = 0):
+    """SEED's analyzer: the policy itself, greedy, on the rollout engine with the current weights."""
+
+    def __init__(self, backend, tokenizer, max_new_tokens: int, batch_size: int, step_skills: int = 0,
+                 max_prompt_tokens: int | None = None, min_skill_words: int = MIN_SKILL_WORDS):
         self.backend, self.tokenizer, self.step_skills = backend, tokenizer, step_skills
         self.sampling = Sampling(greedy=True, max_new_tokens=max_new_tokens, stop=())
-        self.batch_size = batch_size
+        self.batch_size, self.max_prompt_tokens, self.min_skill_words = batch_size, max_prompt_tokens, min_skill_words
+        self.steps_cut = 0  # trajectory steps left out of the last call's prompts to fit max_prompt_tokens
 
     def prompts(self, episodes: list[Episode]) -> list[list[int]]:
         """Each episode's analysis request as chat token ids, ending with the assistant turn's opening."""
-        return [chat_ids(self.tokenizer, analysis_prompt(e, step_skills=self.step_skills)[0]) for e in episodes]
+        count = (lambda text: len(self.tokenizer.encode(text, add_special_tokens=False)))
+        out, self.steps_cut = [], 0
+        for e in episodes:
+            text, cut = analysis_prompt(e, self.step_skills, self.max_prompt_tokens, count)
+            self.steps_cut += cut
+            out.append(chat_ids(self.tokenizer, text))
+        return out
 
     def analyse(self, episodes: list[Episode]) -> list[tuple[str, Analysis]]:
         """One analysis per episode. Episodes with the same analysis prompt (a group's rollouts that went the
@@ -43,13 +53,14 @@ class PolicyAnalyzer:
         same text."""
         keys, of_episode = distinct_rows([tuple(p) for p in self.prompts(episodes)])
         gens = self.backend.generate([list(p) for p in keys], self.sampling, batch_size=self.batch_size)
-        return [(gens[k].text, parse_analysis(gens[k].text, max_step_skills=self.step_skills, num_steps=len(e.steps)))
+        return [(gens[k].text, parse_analysis(gens[k].text, self.min_skill_words, self.step_skills, len(e.steps)))
                 for k, e in zip(of_episode, episodes)]
 
 
 class TeacherAnalyzer:
-    def __init__(self, teacher, step_skills: int = 0):
-        self.teacher, self.step_skills = teacher, step_skills
+    def __init__(self, teacher, step_skills: int = 0, min_skill_words: int = MIN_SKILL_WORDS):
+        self.teacher, self.step_skills, self.min_skill_words = teacher, step_skills, min_skill_words
+        self.steps_cut = 0
 
     def analyse(self, episodes: list[Episode]) -> list[tuple[str, Analysis]]:
         out = []
@@ -59,7 +70,7 @@ class TeacherAnalyzer:
             except Exception as exc:  # a teacher fault (its env, its endpoint) costs this episode its skill
                 out.append(("", unusable(f"teacher failed: {type(exc).__name__}: {exc}"[:300])))
                 continue
-            out.append((raw, parse_analysis(raw, max_step_skills=self.step_skills, num_steps=len(e.steps))))
+            out.append((raw, parse_analysis(raw, self.min_skill_words, self.step_skills, len(e.steps))))
         return out
 
 

@@ -36,12 +36,12 @@ def find_mistakes(env: Env, episode: Episode) -> Mistakes:
     for i, step in enumerate(episode.steps):
         before = env.expert_plan()
         if not step.valid:
-            invalid.append(i + 1)
+            invalid.append(i)
             continue
         env.step(step.action)
         after = env.expert_plan()
         if first is None and before and len(after) >= len(before):
-            first = (i + 1, step.action, before[0])
+            first = (i, step.action, before[0])
     actions = [s.action for s in episode.steps if s.valid]
     loop = None
     if actions:
@@ -88,10 +88,10 @@ def oracle_skill(episode: Episode, mistakes: Mistakes) -> tuple[str, str]:
 
 def oracle_step_skills(episode: Episode, mistakes: Mistakes, limit: int) -> dict[int, str]:
     """OPID-style step skills at the critical steps: the first deviation and the first invalid response
-    (failures), or the opening move (successes). Keys are 1-based step numbers."""
+    (failures), or the opening move (successes). Keys are step indices (0-based, as the analysis prompt shows them)."""
     out: dict[int, str] = {}
     if episode.won and mistakes.expert_plan:
-        out[1] = f"Start with '{mistakes.expert_plan[0]}', the first move of the shortest route."
+        out[0] = f"Start with '{mistakes.expert_plan[0]}', the first move of the shortest route."
     if mistakes.first_deviation:
         step, took, wanted = mistakes.first_deviation
         out[step] = f"Take '{wanted}' here, not '{took}'."

@@ -1,8 +1,10 @@
 """Stage 1 of SEED: label episodes with a teacher (`seed label`), then warm the analyzer up by SFT (`seed sft`).
 
 Labels: the base policy (no skill) plays training tasks; the teacher writes {"episode_summary", "episode_skill"}
-for every episode; only outputs that parse are kept. SFT: response-only NLL on (analysis prompt -> JSON) with a
-held-out split; reports held-out loss, the JSON parse rate and skill presence of greedy generations.
+for every episode; only outputs that parse are kept, and the target is the parsed fields re-serialised as compact
+JSON (what the analyzer should write, not the teacher's wrapping). SFT as verl's SFT trainer: response-only NLL
+averaged per sample, AdamW (0.9, 0.95) with weight decay, linear warm-up then cosine; a held-out split; reports
+held-out loss, the JSON parse rate and skill presence of greedy generations.
 """
 from __future__ import annotations
 
@@ -21,11 +23,20 @@ from seed.rollout.types import Episode
 from seed.skills.analyzer import analysis_prompt, parse_analysis
 from seed.skills.sources import chat_ids
 from seed.storage import read_jsonl
-from seed.train.optim import guarded_step
+from seed.train.optim import guarded_step, warmup_cosine
 
 log = logging.getLogger(__name__)
 
 LABEL_SEED_OFFSET = 50_000_000  # label tasks never coincide with RL tasks
+LABEL_MIN_SKILL_WORDS = 5  # an external teacher's skill shorter than this is a failed label (official API path)
+
+
+def sft_target(analysis) -> str:
+    """The analyzer's training target: the parsed analysis as compact JSON (step skills only when present)."""
+    out = {"episode_summary": analysis.summary, "episode_skill": analysis.skill}
+    if analysis.step_skills:
+        out["step_skills"] = {str(k): v for k, v in analysis.step_skills.items()}
+    return json.dumps(out, ensure_ascii=False)
 
 
 def make_teacher(components):
@@ -68,8 +79,9 @@ def label_stage(components, progress=None) -> Path:
         return out
     teacher = make_teacher(components)
     collector = components.collector("train")
-    sampling = Sampling(temperature=cfg.label.temperature, max_new_tokens=cfg.rollout.max_response_tokens)
+    sampling = components.rollout_sampling(cfg.label.temperature)
     chunk = max(1, cfg.rollout.generation_batch_size // cfg.label.group_size)
+    count = (lambda text: len(components.tokenizer.encode(text, add_special_tokens=False)))
     tried = failed = 0
     for i in range(0, len(todo), chunk):
         seeds = todo[i:i + chunk]
@@ -81,11 +93,12 @@ def label_stage(components, progress=None) -> Path:
             for e, raw in zip(episodes, labels):
                 if raw is None:
                     continue
-                analysis = parse_analysis(raw)  # the SFT target is the raw JSON, step skills included
+                analysis = parse_analysis(raw, LABEL_MIN_SKILL_WORDS, cfg.distill.step_skills, len(e.steps))
+                prompt, _ = analysis_prompt(e, cfg.distill.step_skills, cfg.distill.analyzer_max_prompt_tokens, count)
                 f.write(json.dumps({"task_seed": e.task_seed, "episode_id": e.episode_id, "task_type": e.task_type,
-                                    "outcome": "success" if e.won else "failure",
-                                    "prompt": analysis_prompt(e, step_skills=cfg.distill.step_skills)[0],
-                                    "response": raw, "parsed": analysis.skill is not None}) + "\n")
+                                    "outcome": "success" if e.won else "failure", "prompt": prompt, "raw": raw,
+                                    "response": sft_target(analysis) if analysis.skill else raw,
+                                    "parsed": analysis.skill is not None}) + "\n")
         if progress:
             progress(len(seeds))
         if tried >= 16 and failed / tried > cfg.label.max_failed_share:  # clearly broken: stop early
@@ -118,25 +131,28 @@ def sft_stage(components, labels: Path, progress_factory=None) -> dict:
     train = [(p, r) for p, r, h in pairs if not h]
     held = [(p, r) for p, r, h in pairs if h] or train[-1:]
     params = [p for p in policy.model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=s.lr, weight_decay=0.0)
+    opt = torch.optim.AdamW(params, lr=s.lr, betas=(s.adam_beta1, s.adam_beta2), weight_decay=s.weight_decay)
+    total_steps = s.epochs * -(-len(train) // s.batch_size)
+    schedule = warmup_cosine(opt, total_steps, s.warmup_ratio)
     rng = random.Random(cfg.seed)
-    bar = progress_factory(total=s.epochs * -(-len(train) // s.batch_size), desc="analyzer sft") if progress_factory else None
+    bar = progress_factory(total=total_steps, desc="analyzer sft") if progress_factory else None
     policy.model.train()
     skipped = 0
     for _ in range(s.epochs):
         rng.shuffle(train)
         for i in range(0, len(train), s.batch_size):
             batch = train[i:i + s.batch_size]
-            n_tokens = sum(len(r) for _, r in batch)
             opt.zero_grad(set_to_none=True)
             loss_value = 0.0
             # one optimizer step per batch of `sft.batch_size`, accumulated over token-budget micro-batches
             for micro in token_budget_batches([len(p) + len(r) for p, r in batch], cfg.algo.token_budget):
                 logp, mask, _ = policy.forward_logps([batch[j][0] for j in micro], [batch[j][1] for j in micro])
-                loss = -(logp * mask).sum() / n_tokens
+                per_sample = -(logp * mask).sum(-1) / mask.sum(-1).clamp_min(1.0)
+                loss = per_sample.sum() / len(batch)  # each sample's token-mean, averaged over the batch
                 loss.backward()
                 loss_value += loss.item()
             skipped += not guarded_step(opt, params, 1.0, loss_value)
+            schedule.step()
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix(loss=f"{loss_value:.3f}")

@@ -40,6 +40,12 @@ class Components:
             self.remote = remote_generation(self.policy, self.cfg)
         return self.remote
 
+    def scoring_backend(self):
+        """The trainer-side engine holding the rollout weights, for no-grad scores that are compared with the
+        student's (teacher re-scores): generation workers (vLLM) would add an engine offset to the shift."""
+        backend = self.rollout_backend()
+        return getattr(backend, "local", backend)
+
     def env_factory(self, split: str):
         """A picklable zero-argument constructor of this run's env on `split`."""
         env = self.cfg.env
@@ -54,15 +60,21 @@ class Components:
         r = self.cfg.rollout
         settings = RolloutSettings(max_steps=env.max_steps, history_length=env.history_length,
                                    invalid_penalty=r.invalid_penalty, success_reward=r.success_reward,
-                                   max_prompt_tokens=r.max_prompt_tokens, generation_batch_size=r.generation_batch_size)
+                                   max_prompt_tokens=r.max_prompt_tokens, generation_batch_size=r.generation_batch_size,
+                                   validity=r.validity)
         pool = make_env_pool(factory, env.workers, env.step_timeout, self.cfg.dist.ray_address or None)
         return Collector(factory, env.name, self.tokenizer, settings, pool=pool)
 
-    def rollout_sampling(self) -> Sampling:
-        return Sampling(temperature=self.cfg.rollout.temperature, max_new_tokens=self.cfg.rollout.max_response_tokens)
+    def rollout_sampling(self, temperature: float | None = None) -> Sampling:
+        """Responses end with the end-of-turn token, generated and trained (official), or at `</action>`
+        (`rollout.stop_at_action`)."""
+        r = self.cfg.rollout
+        return Sampling(temperature=r.temperature if temperature is None else temperature,
+                        max_new_tokens=r.max_response_tokens, stop=("</action>",) if r.stop_at_action else (),
+                        keep_eos=not r.stop_at_action)
 
     def eval_sampling(self) -> Sampling:
-        return Sampling(temperature=self.cfg.eval.temperature, max_new_tokens=self.cfg.rollout.max_response_tokens)
+        return self.rollout_sampling(self.cfg.eval.temperature)
 
 
 def remote_generation(local, cfg: Config):
@@ -72,7 +84,14 @@ def remote_generation(local, cfg: Config):
     g = cfg.generation
     return RemoteBackend(local, cfg.model, max(1, g.workers), seed=cfg.seed, ray_address=cfg.dist.ray_address or None,
                          engine=g.backend, gpu_memory_utilization=g.gpu_memory_utilization,
-                         gpus_per_worker=g.gpus_per_worker)
+                         gpus_per_worker=g.gpus_per_worker, max_model_len=vllm_context_length(cfg))
+
+
+def vllm_context_length(cfg: Config) -> int:
+    """`generation.max_model_len`, or what the longest request needs: a rollout step or an analysis."""
+    r, d = cfg.rollout, cfg.distill
+    return cfg.generation.max_model_len or max(r.max_prompt_tokens + r.max_response_tokens,
+                                               d.analyzer_max_prompt_tokens + d.analyzer_max_new_tokens)
 
 
 def build_components(cfg: Config, with_reference: bool = True) -> Components:

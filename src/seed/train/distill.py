@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 
 from seed.models.backend import HFBackend
-from seed.rollout.types import Episode
+from seed.rollout.types import Episode, StepSample
 from seed.skills.rescore import rescore
 from seed.skills.sources import LibraryAnalyzer, PolicyAnalyzer, PrivilegedAnalyzer, TeacherAnalyzer
 from seed.skills.teachers import OracleTeacher
@@ -26,10 +26,12 @@ class DistillStage:
         self.path = Path(cfg.run_dir) / "skills.jsonl"
         if d.skill_source == "policy":
             self.analyzer = PolicyAnalyzer(components.rollout_backend(), components.tokenizer,
-                                           d.analyzer_max_new_tokens, cfg.rollout.generation_batch_size, d.step_skills)
+                                           d.analyzer_max_new_tokens, cfg.rollout.generation_batch_size, d.step_skills,
+                                           max_prompt_tokens=d.analyzer_max_prompt_tokens,
+                                           min_skill_words=d.min_skill_words)
         elif d.skill_source == "teacher":
             self.analyzer = TeacherAnalyzer(OracleTeacher(components.env_factory("train"), d.step_skills),
-                                            d.step_skills)
+                                            d.step_skills, min_skill_words=d.min_skill_words)
         elif d.skill_source == "privileged":
             self.analyzer = PrivilegedAnalyzer(components.env_factory("train"))
         else:
@@ -38,8 +40,8 @@ class DistillStage:
 
     def _teacher_backend(self):
         c, d = self.c, self.c.cfg.distill
-        if d.teacher_weights == "live":  # SEED: the rollout weights themselves (scored before the update)
-            return c.rollout_backend()
+        if d.teacher_weights == "live":  # SEED: the rollout weights, scored on the trainer's engine before the update
+            return c.scoring_backend()
         if d.teacher_weights == "base" and c.reference is not None:  # the frozen start model, shared with KL
             return c.reference
         frozen = copy.deepcopy(c.policy.model).eval()
@@ -47,7 +49,9 @@ class DistillStage:
             p.requires_grad_(False)
         return HFBackend(frozen, c.tokenizer, device=c.cfg.model.device, precision=c.cfg.model.precision)
 
-    def run(self, update: int, episodes: list[Episode], batch) -> dict:
+    def run(self, update: int, episodes: list[Episode], samples: list[StepSample]) -> dict:
+        """Skills for the finished episodes, then each skilled step's teacher log-probs onto its sample
+        (`StepSample.teacher_logps`: the one place they live, saved with the episode)."""
         finished = [e for e in episodes if e.error is None and e.steps]
         t0 = time.perf_counter()
         results = self.analyzer.analyse(finished) if finished else []
@@ -65,8 +69,10 @@ class DistillStage:
         t1 = time.perf_counter()
         skills = {e.episode_id: e.skill for e in finished if e.skill}
         step_skills = {e.episode_id: e.step_skills for e in finished if e.skill and e.step_skills}
-        batch.teacher_logps = rescore(self.teacher_backend, self.c.tokenizer, batch.samples, skills,
-                                      self.c.cfg.algo.token_budget, step_skills)
+        teacher = rescore(self.teacher_backend, self.c.tokenizer, samples, skills, self.c.cfg.algo.token_budget,
+                          step_skills, self.c.cfg.rollout.max_prompt_tokens)
+        for sample, logps in zip(samples, teacher):
+            sample.teacher_logps = logps
         t_rescore = time.perf_counter() - t1
         with_skill = [e for e in finished if e.skill]
         return {
@@ -74,6 +80,7 @@ class DistillStage:
             "distill/skill_rate": len(with_skill) / max(1, len(finished)),
             "distill/skill_words": sum(len(e.skill.split()) for e in with_skill) / max(1, len(with_skill)),
             "distill/step_skills": sum(len(e.step_skills) for e in with_skill) / max(1, len(with_skill)),
+            "distill/analysis_steps_cut": getattr(self.analyzer, "steps_cut", 0),
             "time/analysis": t_analysis,
             "time/rescore": t_rescore,
         }

@@ -21,3 +21,17 @@ def guarded_step(optimizer: torch.optim.Optimizer, params: list[torch.Tensor], m
         return False
     optimizer.step()
     return True
+
+
+def warmup_cosine(optimizer: torch.optim.Optimizer, total_steps: int, warmup_ratio: float
+                  ) -> torch.optim.lr_scheduler.LambdaLR:
+    """Linear warm-up over the first `warmup_ratio` of the steps, then cosine decay to 0 (verl's SFT schedule)."""
+    warm = max(1, math.ceil(warmup_ratio * total_steps)) if warmup_ratio > 0 else 0
+
+    def factor(step: int) -> float:
+        if step < warm:
+            return (step + 1) / warm
+        progress = (step - warm) / max(1, total_steps - warm)
+        return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)

@@ -1,7 +1,8 @@
 """One RL update, top to bottom as in the paper's algorithm:
 
-    rollout -> [analyse episodes -> skills -> re-score sampled tokens with the skill] -> advantages
-    -> PPO-clip + beta * KL(pi || pi_ref) - c * entropy [+ lambda * L_OPD] -> AdamW (grad clip)
+    rollout -> [analyse episodes -> skills -> re-score sampled tokens with the skill] -> advantages (registry)
+    -> per mini-batch: L = L_PPO + kl_coef * KL(pi || pi_ref) - entropy_coef * H [+ lambda * L_OPD]
+    -> AdamW step (grad clip)
 
 (the bracketed parts run when `distill.kind` is not "none")
 
@@ -13,14 +14,15 @@ from __future__ import annotations
 import json
 import logging
 import math
+import random
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
 
-from seed.algos import OPD_KINDS, gigpo_advantages, grpo_advantages, kl_k3, masked_mean, opd_loss, opid_shaping, \
-    ppo_clip_loss
+from seed.algos import ADVANTAGES, AdvantageParams, DistillParams, LossStats, ObjectiveParams, PolicyLossParams, \
+    StepScores, TokenTensors, rl_objective
 from seed.models.batching import prompt_sharing_batches
 from seed.rollout.types import Episode, StepSample
 from seed.config import redacted
@@ -35,9 +37,11 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class Batch:
+    """The step samples an update trains on, with one advantage each (their teacher log-probs, when re-scored,
+    are on the samples: `StepSample.teacher_logps`)."""
+
     samples: list[StepSample]
     advantages: torch.Tensor  # one per sample (broadcast to its tokens)
-    teacher_logps: list[list[float] | None] | None = None  # per sample; None where its episode has no skill
 
 
 def task_seeds_for_update(cfg, update: int) -> list[int]:
@@ -46,24 +50,55 @@ def task_seeds_for_update(cfg, update: int) -> list[int]:
     return [cfg.seed * 1_000_000 + update * n + i for i in range(n)]
 
 
+def step_scores(episodes: list[Episode], invalid_penalty: float) -> StepScores:
+    """The estimators' view of the episodes: a step sample's score is its episode's outcome minus *this* step's
+    invalid-action penalty (the official per-step score); an episode's score subtracts all its penalties."""
+    steps = [(i, e, s) for i, e in enumerate(episodes) for s in e.steps]
+    outcome = [e.score + invalid_penalty * e.num_invalid for e in episodes]
+    return StepScores(episode=[i for i, _, _ in steps], group=[e.group_id for _, e, _ in steps],
+                      step_score=[outcome[i] - invalid_penalty * (not s.valid) for i, _, s in steps],
+                      episode_score=[e.score for e in episodes], step_reward=[s.reward for _, _, s in steps],
+                      anchor=[s.state.observation for _, _, s in steps])
+
+
+def advantage_params(a) -> AdvantageParams:
+    return AdvantageParams(norm=a.norm, over=a.grpo_over, step_weight=a.gigpo_step_weight, gamma=a.gigpo_gamma)
+
+
 def compute_advantages(episodes: list[Episode], cfg) -> Batch:
-    """Per-step advantages for every step of the episodes that ran without an env fault."""
+    """Per-step advantages (`algo.advantage`, from the ADVANTAGES registry) for every step of the episodes that ran
+    without an env fault; each step sample keeps its own (`StepSample.advantage`, written to the episode files)."""
     eps = [e for e in episodes if e.error is None and e.steps]
     if not eps:
         return Batch([], torch.zeros(0))
-    scores = torch.tensor([e.score for e in eps])
-    groups = [e.group_id for e in eps]
+    adv = ADVANTAGES[cfg.algo.advantage](step_scores(eps, cfg.rollout.invalid_penalty), advantage_params(cfg.algo))
     samples = [s for e in eps for s in e.steps]
-    if cfg.algo.advantage == "grpo":
-        per_episode = grpo_advantages(scores, groups, norm=cfg.algo.norm)
-        adv = torch.cat([per_episode[i].repeat(len(e.steps)) for i, e in enumerate(eps)])
-    else:
-        step_episode = [i for i, e in enumerate(eps) for _ in e.steps]
-        anchors = [s.state.observation for s in samples]
-        adv = gigpo_advantages(scores, groups, step_episode, anchors, [s.reward for s in samples],
-                               step_weight=cfg.algo.gigpo_step_weight, gamma=cfg.algo.gigpo_gamma, norm=cfg.algo.norm)
+    for s, value in zip(samples, adv.tolist()):
+        s.advantage = value
     keep = [i for i, s in enumerate(samples) if s.response_ids]
     return Batch([samples[i] for i in keep], adv[keep])
+
+
+def mini_batch_plan(n: int, size: int, pad: bool, rng: random.Random) -> list[list[int]]:
+    """Sample indices, shuffled, in mini-batches of `size`, so the number of optimizer steps follows the batch
+    size. With `pad` a short last mini-batch is filled with samples drawn again at random (official), so every
+    step sees `size` samples. A batch of at most `size` samples (or size 0) is one step, never padded: padding it
+    would count most samples several times."""
+    order = list(range(n))
+    rng.shuffle(order)
+    if size <= 0 or n <= size:
+        return [order] if order else []
+    missing = -n % size
+    if pad and missing:
+        order += rng.sample(range(n), missing)  # missing < size < n: no sample is drawn twice
+    return [order[i:i + size] for i in range(0, len(order), size)]
+
+
+def objective_params(cfg) -> ObjectiveParams:
+    a, d = cfg.algo, cfg.distill
+    return ObjectiveParams(policy_loss=a.policy_loss, policy=PolicyLossParams(a.clip, a.clip_ratio_c),
+                           kl_coef=a.kl_coef, entropy_coef=a.entropy_coef, distill=d.kind, distill_coef=d.coef,
+                           distill_params=DistillParams(beta=d.beta, opid_weight=d.opid_weight))
 
 
 class SkipGuard:
@@ -85,110 +120,127 @@ class SkipGuard:
                                  f"intact: lower algo.lr (now {self.lr:g}) or check the data, then resume")
 
 
-def policy_update(components, optimizer, batch: Batch, dp=None, guard: SkipGuard | None = None) -> dict:
-    """One PPO epoch over the batch in `algo.mini_batches` optimizer steps; micro-batches by token budget.
+@dataclass
+class _Scores:
+    """No-grad log-probs computed once per update, per sample: reference (KL) and, with several mini-batches,
+    the rollout weights' (the ratio's denominator)."""
 
-    With one mini-batch the rollout weights are the weights of the first forward pass, so the old log-probs
-    are that pass's values, detached: exact, and no extra forward. With more, they are computed up front.
+    ref: list[list[float]] | None
+    old: list[list[float]] | None
 
+
+def policy_update(components, optimizer, batch: Batch, dp=None, guard: SkipGuard | None = None,
+                  update: int = 0) -> dict:
+    """One PPO epoch over the batch: per mini-batch (`mini_batch_plan`), the objective of its micro-batches
+    (token budget), one backward each, one optimizer step.
+
+    With one mini-batch the rollout weights are the weights of the first forward pass, so the old log-probs are
+    that pass's values, detached: exact, and no extra forward. With more, they are computed up front.
     `dp` (seed.dist.fsdp.DataParallel) spreads each mini-batch's micro-batches over data-parallel ranks that all
     hold the whole batch: the loss weights stay those of the whole mini-batch, and gradients are summed.
     """
-    cfg, policy = components.cfg, components.policy
-    a = cfg.algo
+    cfg, policy, a = components.cfg, components.policy, components.cfg.algo
     samples = batch.samples
-    prompts = [s.prompt_ids for s in samples]
-    responses = [s.response_ids for s in samples]
-    stats: dict[str, float] = {}
+    prompts, responses = [s.prompt_ids for s in samples], [s.response_ids for s in samples]
+    plan = mini_batch_plan(len(samples), a.mini_batch_size, a.pad_mini_batches,
+                           random.Random(cfg.seed * 1_000_003 + update))
     t0 = time.perf_counter()
-    ref_logps = components.reference.logprobs(prompts, responses, a.token_budget) if components.reference else None
-    old_logps = policy.logprobs(prompts, responses, a.token_budget) if a.mini_batches > 1 else None
-    stats["time/reference"] = time.perf_counter() - t0
-
-    order = list(range(len(samples)))
-    chunks = [order[i::a.mini_batches] for i in range(a.mini_batches)]
+    scores = _Scores(
+        ref=components.reference.logprobs(prompts, responses, a.token_budget) if components.reference else None,
+        old=policy.logprobs(prompts, responses, a.token_budget) if len(plan) > 1 else None)
+    t_scores = time.perf_counter() - t0
+    params = objective_params(cfg)
     policy.model.train()
-    sums: dict[str, float] = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0, "entropy": 0.0, "clip_frac": 0.0}
-    grad_norms, skipped = [], 0
-    n_steps = len([c for c in chunks if c])
-    d = cfg.distill
-    teacher = batch.teacher_logps
-    opd_sums = {"delta_mean": 0.0, "gate_mean": 0.0, "active_tokens": 0.0, "opd_loss": 0.0}
-    for chunk in chunks:
-        if not chunk:
-            continue
-        total_tokens = sum(len(responses[i]) for i in chunk)
-        total_active = sum(len(responses[i]) for i in chunk if teacher is not None and teacher[i] is not None)
+    total, grad_norms, skipped = LossStats(), [], 0
+    for chunk in plan:
         optimizer.zero_grad(set_to_none=True)
-        finite = True
-        micros = prompt_sharing_batches([prompts[i] for i in chunk], [responses[i] for i in chunk], a.token_budget)
-        for micro, scale in (dp.share(micros) if dp is not None else [(m, 1.0) for m in micros]):
-            idx = [chunk[j] for j in micro]
-            logp, mask, ent = policy.forward_logps([prompts[i] for i in idx], [responses[i] for i in idx],
-                                                   with_entropy=a.entropy_coef > 0)
-            old = _pad([old_logps[i] for i in idx], logp) if old_logps is not None else logp.detach()
-            adv = batch.advantages[idx].to(logp.device)
-            opd_term, opd_weight, o_stats = None, 0.0, None
-            if teacher is not None and d.kind != "none":
-                has_skill = torch.tensor([teacher[i] is not None for i in idx], dtype=mask.dtype)
-                opd_mask = mask * has_skill[:, None].to(mask.device)
-                t_lp = _pad([teacher[i] or [] for i in idx], logp)
-                if d.kind == "opid":  # OPID: the shift shapes the advantage instead of adding a loss
-                    adv = opid_shaping(adv, (t_lp - logp).detach() * opd_mask, d.opid_weight)
-                elif d.kind in OPD_KINDS and opd_mask.sum() > 0:
-                    opd_term, o_stats = opd_loss(logp, t_lp, opd_mask, kind=d.kind, beta=d.beta, old_logp=old)
-                    opd_weight = o_stats["active_tokens"] / max(1, total_active)  # token-mean over active tokens
-            pg, pg_stats = ppo_clip_loss(logp, old, adv, mask, clip=a.clip)
-            loss = pg
-            kl = torch.zeros(())
-            if ref_logps is not None:
-                kl = masked_mean(kl_k3(logp, _pad([ref_logps[i] for i in idx], logp)), mask)
-                loss = loss + a.kl_coef * kl
-            entropy = masked_mean(ent, mask) if ent is not None else torch.zeros(())
-            loss = loss - a.entropy_coef * entropy
-            weight = mask.sum().item() / max(1, total_tokens)  # token-mean over the whole mini-batch
-            if not torch.isfinite(loss):
-                finite = False
-                if dp is None:
-                    break  # data-parallel ranks still run their backward: the collectives must match
-            total = loss * weight + (d.coef * opd_term * opd_weight if opd_term is not None else 0.0)
-            (total * scale).backward()
-            if scale == 0:  # a padding micro-batch: keeps the ranks' collectives in step, adds nothing
-                continue
-            share = weight / n_steps
-            for k, v in (("loss", loss), ("pg_loss", pg), ("kl", kl), ("entropy", entropy)):
-                sums[k] += v.item() * share
-            sums["clip_frac"] += pg_stats["clip_frac"] * share
-            if o_stats is not None:
-                for k in ("delta_mean", "gate_mean"):
-                    opd_sums[k] += o_stats[k] * o_stats["active_tokens"]
-                opd_sums["active_tokens"] += o_stats["active_tokens"]
-                opd_sums["opd_loss"] += opd_term.item() * opd_weight / n_steps
-        params = [p for p in policy.model.parameters() if p.requires_grad]
-        grad_norm = float(torch.nn.utils.clip_grad_norm_(params, a.grad_clip)) if finite else math.nan
-        ok = finite and math.isfinite(grad_norm)
-        if dp is not None:
-            ok = dp.all_true(ok)
-        if guard is not None:
-            guard.record(not ok, "loss" if not finite else "gradient norm")
-        if not ok:  # NaN/inf loss or gradient norm: this step is not taken, and the weights stay finite
-            optimizer.zero_grad(set_to_none=True)
+        stats, finite = _accumulate_gradients(components, batch, chunk, scores, params, dp)
+        grad_norm = _optimizer_step(policy, optimizer, a.grad_clip, finite, dp, guard)
+        if grad_norm is None:
             skipped += 1
             continue
         grad_norms.append(grad_norm)
-        optimizer.step()
+        total = total + stats
+    n_steps = len(plan) - skipped
+    sums = asdict(total)
     if dp is not None:  # every rank ran a share of the micro-batches: add the shares up
-        sums, opd_sums = dp.sum_dict(sums), dp.sum_dict(opd_sums)
-    stats.update({f"train/{k}": v for k, v in sums.items()})
-    if teacher is not None:
-        n_active = opd_sums["active_tokens"]
-        stats.update({"distill/delta_mean": opd_sums["delta_mean"] / max(1.0, n_active),
-                      "distill/gate_mean": opd_sums["gate_mean"] / max(1.0, n_active),
-                      "distill/opd_loss": opd_sums["opd_loss"],
-                      "distill/active_token_share": n_active / max(1, sum(len(r) for r in responses))})
-    stats["train/grad_norm"] = sum(grad_norms) / max(1, len(grad_norms))
-    stats["train/skipped_steps"] = skipped
-    stats["train/optimizer_steps"] = n_steps - skipped
+        sums = dp.sum_dict(sums)
+    return _update_stats(sums, n_steps, skipped, grad_norms, batch, cfg.distill.kind != "none", t_scores)
+
+
+def _accumulate_gradients(components, batch: Batch, chunk: list[int], scores: _Scores, params: ObjectiveParams,
+                          dp) -> tuple[LossStats, bool]:
+    """Backward of the objective over one mini-batch's micro-batches; its stats and whether every loss was finite."""
+    policy, a = components.policy, components.cfg.algo
+    samples = batch.samples
+    distilling = params.distill != "none"
+    tokens = sum(len(samples[i].response_ids) for i in chunk)
+    active = sum(len(samples[i].response_ids) for i in chunk if distilling and samples[i].teacher_logps is not None)
+    micros = prompt_sharing_batches([samples[i].prompt_ids for i in chunk], [samples[i].response_ids for i in chunk],
+                                    a.token_budget)
+    stats, finite = LossStats(), True
+    for micro, scale in (dp.share(micros) if dp is not None else [(m, 1.0) for m in micros]):
+        idx = [chunk[j] for j in micro]
+        t = _token_tensors(policy, batch, idx, scores, with_entropy=params.entropy_coef > 0, distilling=distilling)
+        loss, s = rl_objective(t, params, tokens, active)
+        if not torch.isfinite(loss):
+            finite = False
+            if dp is None:
+                break  # data-parallel ranks still run their backward: the collectives must match
+        (loss * scale).backward()
+        if scale:  # scale 0: a padding micro-batch keeps the ranks' collectives in step and adds nothing
+            stats = stats + s
+    return stats, finite
+
+
+def _token_tensors(policy, batch: Batch, idx: list[int], scores: _Scores, with_entropy: bool,
+                   distilling: bool) -> TokenTensors:
+    """One micro-batch's per-token tensors: the student forward (with grad) and the stored scores, padded alike."""
+    samples = [batch.samples[i] for i in idx]
+    logp, mask, entropy = policy.forward_logps([s.prompt_ids for s in samples], [s.response_ids for s in samples],
+                                               with_entropy=with_entropy)
+    teacher, skill_mask = None, None
+    if distilling:
+        has_skill = torch.tensor([s.teacher_logps is not None for s in samples], dtype=mask.dtype)
+        skill_mask = mask * has_skill[:, None].to(mask.device)
+        teacher = _pad([s.teacher_logps or [] for s in samples], logp)
+    return TokenTensors(
+        logp=logp, mask=mask, entropy=entropy, advantage=batch.advantages[idx].to(logp.device),
+        old_logp=_pad([scores.old[i] for i in idx], logp) if scores.old is not None else logp.detach(),
+        ref_logp=_pad([scores.ref[i] for i in idx], logp) if scores.ref is not None else None,
+        teacher_logp=teacher, skill_mask=skill_mask)
+
+
+def _optimizer_step(policy, optimizer, grad_clip: float, finite: bool, dp, guard: SkipGuard | None) -> float | None:
+    """Clip and step; the gradient norm, or None when the step was skipped for a NaN/inf loss or gradient norm
+    (the weights stay finite, and every data-parallel rank skips together)."""
+    params = [p for p in policy.model.parameters() if p.requires_grad]
+    grad_norm = float(torch.nn.utils.clip_grad_norm_(params, grad_clip)) if finite else math.nan
+    ok = finite and math.isfinite(grad_norm)
+    if dp is not None:
+        ok = dp.all_true(ok)
+    if guard is not None:
+        guard.record(not ok, "loss" if not finite else "gradient norm")
+    if not ok:
+        optimizer.zero_grad(set_to_none=True)
+        return None
+    optimizer.step()
+    return grad_norm
+
+
+def _update_stats(sums: dict, n_steps: int, skipped: int, grad_norms: list[float], batch: Batch, distilling: bool,
+                  t_scores: float) -> dict:
+    per_step = {k: v / max(1, n_steps) for k, v in sums.items()}
+    stats = {f"train/{k}": per_step[k] for k in ("loss", "pg_loss", "kl", "entropy", "clip_frac", "dual_clip_frac",
+                                                 "approx_kl")}
+    if distilling:
+        all_tokens = sum(len(s.response_ids) for s in batch.samples)
+        active = max(1.0, sums["active_tokens"])
+        stats.update({"distill/delta_mean": sums["delta_sum"] / active, "distill/gate_mean": sums["gate_sum"] / active,
+                      "distill/opd_loss": per_step["opd_loss"],
+                      "distill/active_token_share": sums["active_tokens"] / max(1, all_tokens)})
+    stats.update({"train/grad_norm": sum(grad_norms) / max(1, len(grad_norms)), "train/skipped_steps": skipped,
+                  "train/optimizer_steps": n_steps, "time/reference": t_scores})
     return stats
 
 
@@ -320,12 +372,12 @@ def train(components, progress_factory=None, ranks=None, evaluate_every=None) ->
             stats["time/rollout"] = time.perf_counter() - t0
             _check_some_episode_ran(episodes, update + 1)
             batch = compute_advantages(episodes, cfg)
-            stats.update(distill.run(update + 1, episodes, batch) if distill else {})
+            stats.update(distill.run(update + 1, episodes, batch.samples) if distill else {})
             write_episodes(run_dir, update, episodes)
         batch = ranks.share(batch)  # every rank holds the whole batch
         t1 = time.perf_counter()
         if batch.samples:
-            stats.update(policy_update(components, optimizer, batch, dp=ranks.dp, guard=guard))
+            stats.update(policy_update(components, optimizer, batch, dp=ranks.dp, guard=guard, update=update))
             ranks.after_update(components)
             if distill:
                 distill.after_update()

@@ -75,7 +75,7 @@ def _demonstration(env, cfg, tok, rng: random.Random, task_seed: int, expert_sha
         action = expert[0] if expert else rng.choice(state.admissible)
         think = situation(obs.text) if thought == "observation" else rng.choice(THOUGHTS)
         text = f"<think>{think}</think><action>{action}</action>"
-        pairs.append((render(state, tok), tok.encode(text, add_special_tokens=False)))
+        pairs.append((render(state, tok), tok.encode(text, add_special_tokens=False) + [tok.eos_token_id]))  # ends the turn
         history.append((obs.text, action))
         obs, _, done, _ = checked_result("step", env.step(action))
         if done:
