@@ -26,11 +26,13 @@ def test_play_shows_the_agent_prompt_and_solves_with_the_expert():
     env.reset(0)
     plan = env.expert_plan()
     proc = subprocess.run([sys.executable, "-m", "seed.cli", "play", "sokoban", "--seed", "0"],
-                          input="jump\n" + "\n".join(plan) + "\n", capture_output=True, text=True, timeout=120)
+                          input="jump\n<action>up\n" + "\n".join(plan) + "\n", capture_output=True, text=True,
+                          timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "Your task is to: push the box onto the target" in proc.stdout
     assert "<think> </think>" in proc.stdout  # the same instruction block the agent gets
-    assert "[invalid: action is not admissible]" in proc.stdout
+    assert "[the env did not accept 'jump'" in proc.stdout  # well-formed: sent, the env answers, no penalty
+    assert "[invalid: no <action>...</action> pair] the step is penalised and a no-op" in proc.stdout
     assert "*** task solved ***" in proc.stdout
 
 

@@ -1,11 +1,18 @@
 """Stage 1 on a tiny model: oracle labels on disk, analyzer SFT with held-out metrics, resumable pipeline."""
 import json
+import math
 from pathlib import Path
+
+import pytest
+import torch
 
 from seed.cli import main
 from seed.config import load_config
 from seed.train.analyzer_sft import label_stage, sft_stage
+from seed.skills import parse_analysis
+from seed.train.analyzer_sft import sft_target
 from seed.train.components import build_components
+from seed.train.optim import warmup_cosine
 
 
 def test_label_then_sft_reports_heldout_metrics(tmp_path):
@@ -16,6 +23,9 @@ def test_label_then_sft_reports_heldout_metrics(tmp_path):
     rows = [json.loads(line) for line in labels.read_text().splitlines()]
     assert len(rows) == 6 and all(r["parsed"] for r in rows)  # the oracle always produces a usable skill
     assert all("episode_success: failure" in r["prompt"] for r in rows if r["outcome"] == "failure")
+    for r in rows:  # the target is the parsed analysis as compact JSON, whatever wrapped the teacher's answer
+        parsed = parse_analysis(r["raw"])
+        assert json.loads(r["response"]) == {"episode_summary": parsed.summary, "episode_skill": parsed.skill}
     assert label_stage(comps) == labels and len(labels.read_text().splitlines()) == 6  # resumable, no relabel
     before = [p.detach().clone() for p in comps.policy.model.parameters()]
     stats = sft_stage(comps, labels)
@@ -36,3 +46,39 @@ def test_seed_run_with_label_and_sft_end_to_end(tmp_path):
     sft_stats = json.loads((run / "stage_sft.json").read_text())
     assert main(args) == 0  # a second run finds everything done
     assert json.loads((run / "stage_sft.json").read_text()) == sft_stats
+
+
+def test_sft_target_is_compact_json_of_the_parsed_fields():
+    raw = 'Here it is:\n```json\n{"episode_summary": "Won.", "episode_skill": "Push up,\n then left.",}\n```'  # newline, comma
+    assert sft_target(parse_analysis(raw)) == '{"episode_summary": "Won.", "episode_skill": "Push up, then left."}'
+
+
+def test_warmup_then_cosine_schedule_by_hand():
+    opt = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], lr=1.0, betas=(0.9, 0.95), weight_decay=0.01)
+    schedule = warmup_cosine(opt, total_steps=20, warmup_ratio=0.1)  # 2 warm-up steps, then 18 of cosine
+    lrs = []
+    for _ in range(20):
+        lrs.append(opt.param_groups[0]["lr"])
+        opt.step()
+        schedule.step()
+    assert lrs[:3] == pytest.approx([0.5, 1.0, 1.0])
+    assert lrs[11] == pytest.approx(0.5 * (1 + math.cos(math.pi * 9 / 18)))  # half way: 0.5
+    assert lrs[19] == pytest.approx(0.5 * (1 + math.cos(math.pi * 17 / 18)))
+
+
+def test_sft_optimizer_takes_the_official_settings(tmp_path, monkeypatch):
+    import seed.train.analyzer_sft as sft
+
+    made = {}
+    real = torch.optim.AdamW
+
+    def spy(params, **kw):
+        made.update(kw)
+        return real(params, **kw)
+
+    monkeypatch.setattr(sft.torch.optim, "AdamW", spy)
+    cfg = load_config("tiny", [f"run_dir={tmp_path}", "label.tasks=1", "label.group_size=2", "sft.epochs=1",
+                               "sft.eval_generations=0", "sft.max_new_tokens=4"])
+    comps = build_components(cfg, with_reference=False)
+    sft_stage(comps, label_stage(comps))
+    assert made["betas"] == (0.9, 0.95) and made["weight_decay"] == 0.01 and made["lr"] == cfg.sft.lr

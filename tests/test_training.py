@@ -85,6 +85,17 @@ def test_train_updates_weights_writes_files_and_resumes(tmp_path):
     episodes = [json.loads(line) for line in (run / "episodes" / "update_00001.jsonl").read_text().splitlines()]
     assert len(episodes) == cfg.rollout.tasks_per_update * cfg.rollout.group_size
     assert all(len(e["steps"]) >= 1 and "response_ids" in e["steps"][0] for e in episodes)
+    # every step carries the advantage it was trained with; by hand from the file's own scores (steps rule)
+    scores = [(e["group_id"], 10.0 * e["won"] - 0.1 * (not s["valid"]), s["advantage"]) for e in episodes
+              for s in e["steps"]]
+    for group in {g for g, _, _ in scores}:
+        xs = [x for g, x, _ in scores if g == group]
+        mean = sum(xs) / len(xs)
+        std = (sum((x - mean) ** 2 for x in xs) / (len(xs) - 1)) ** 0.5 if len(xs) > 1 else 1.0
+        expected = [(x - (mean if len(xs) > 1 else 0.0)) / (std + 1e-6) for x in xs]
+        assert [a for g, _, a in scores if g == group] == pytest.approx(expected, abs=1e-4)
+    assert all(e["steps"][0]["response_ids"][-1] == comps.tokenizer.eos_token_id
+               for e in episodes if len(e["steps"][0]["response_ids"]) < cfg.rollout.max_response_tokens)
     ckpt = load_checkpoint(latest_checkpoint(run))
     assert ckpt["update"] == 2 and set(ckpt) >= {"model", "optimizer", "rng", "update", "config"}
     assert not list((run / "checkpoints").glob("*.tmp"))

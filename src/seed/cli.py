@@ -162,7 +162,7 @@ def cmd_play(args) -> None:
     from seed.envs import make
     from seed.rollout.types import StepState
 
-    kwargs, k, max_steps = {}, args.history, args.max_steps
+    kwargs, k, max_steps, validity = {}, args.history, args.max_steps, "format"
     if args.config:  # play the env exactly as that config sets it up (room generator, history, step limit)
         from seed.config import ConfigError, load_config
 
@@ -170,6 +170,7 @@ def cmd_play(args) -> None:
         if cfg.env.name != args.env:
             raise ConfigError(f"config {args.config!r} sets env.name={cfg.env.name!r}, not {args.env!r}")
         kwargs, k, max_steps = cfg.env.kwargs, cfg.env.history_length, cfg.env.max_steps
+        validity = cfg.rollout.validity
     env = make(args.env, split=args.split, **kwargs)
     obs = env.reset(args.seed)
     history: list[tuple[str, str]] = []
@@ -183,10 +184,13 @@ def cmd_play(args) -> None:
         if line.strip() == "quit":
             break
         response = line if "<action>" in line else f"<think>playing</think><action>{line.strip()}</action>"
-        parsed = parse_action(response, state.admissible)
-        new_obs, reward, done, info = env.step(parsed.action if parsed.valid else "")
+        parsed = parse_action(response, state.admissible, validity)
+        sent = parsed.action if validity == "format" or parsed.valid else ""
+        new_obs, reward, done, info = env.step(sent)
         if not parsed.valid:
-            print(f"[invalid: {parsed.reason}] the step is a no-op")
+            print(f"[invalid: {parsed.reason}] the step is penalised" + ("" if sent else " and a no-op"))
+        elif info.get("valid") is False:
+            print(f"[the env did not accept {sent!r}: a no-op, not penalised under rollout.validity = format]")
         history.append((obs.text, parsed.action))
         obs = new_obs
         if done or obs.won:
