@@ -151,7 +151,7 @@ def policy_update(components, optimizer, batch: Batch, dp=None, guard: SkipGuard
     t_scores = time.perf_counter() - t0
     params = objective_params(cfg)
     policy.model.train()
-    total, grad_norms, skipped = LossStats(), [], 0
+    total, grad_norms, skipped, trained_tokens = LossStats(), [], 0, 0
     for chunk in plan:
         optimizer.zero_grad(set_to_none=True)
         stats, finite = _accumulate_gradients(components, batch, chunk, scores, params, dp)
@@ -161,11 +161,12 @@ def policy_update(components, optimizer, batch: Batch, dp=None, guard: SkipGuard
             continue
         grad_norms.append(grad_norm)
         total = total + stats
+        trained_tokens += sum(len(responses[i]) for i in chunk)  # padding re-draws count again
     n_steps = len(plan) - skipped
     sums = asdict(total)
     if dp is not None:  # every rank ran a share of the micro-batches: add the shares up
         sums = dp.sum_dict(sums)
-    return _update_stats(sums, n_steps, skipped, grad_norms, batch, cfg.distill.kind != "none", t_scores)
+    return _update_stats(sums, n_steps, skipped, grad_norms, trained_tokens, cfg.distill.kind != "none", t_scores)
 
 
 def _accumulate_gradients(components, batch: Batch, chunk: list[int], scores: _Scores, params: ObjectiveParams,
@@ -228,17 +229,16 @@ def _optimizer_step(policy, optimizer, grad_clip: float, finite: bool, dp, guard
     return grad_norm
 
 
-def _update_stats(sums: dict, n_steps: int, skipped: int, grad_norms: list[float], batch: Batch, distilling: bool,
-                  t_scores: float) -> dict:
+def _update_stats(sums: dict, n_steps: int, skipped: int, grad_norms: list[float], trained_tokens: int,
+                  distilling: bool, t_scores: float) -> dict:
     per_step = {k: v / max(1, n_steps) for k, v in sums.items()}
     stats = {f"train/{k}": per_step[k] for k in ("loss", "pg_loss", "kl", "entropy", "clip_frac", "dual_clip_frac",
                                                  "approx_kl")}
     if distilling:
-        all_tokens = sum(len(s.response_ids) for s in batch.samples)
         active = max(1.0, sums["active_tokens"])
         stats.update({"distill/delta_mean": sums["delta_sum"] / active, "distill/gate_mean": sums["gate_sum"] / active,
                       "distill/opd_loss": per_step["opd_loss"],
-                      "distill/active_token_share": sums["active_tokens"] / max(1, all_tokens)})
+                      "distill/active_token_share": sums["active_tokens"] / max(1, trained_tokens)})
     stats.update({"train/grad_norm": sum(grad_norms) / max(1, len(grad_norms)), "train/skipped_steps": skipped,
                   "train/optimizer_steps": n_steps, "time/reference": t_scores})
     return stats
