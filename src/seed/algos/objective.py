@@ -62,20 +62,17 @@ class LossStats:
     def __add__(self, other: "LossStats") -> "LossStats":
         return LossStats(**{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)})
 
-    def scaled(self, s: float) -> "LossStats":
-        return LossStats(**{f.name: getattr(self, f.name) * s for f in fields(self)})
-
 
 def rl_objective(t: TokenTensors, p: ObjectiveParams, tokens: float, active_tokens: float
                  ) -> tuple[torch.Tensor, LossStats]:
     """L for one micro-batch; `tokens` / `active_tokens`: the mini-batch's response / OPD-active token counts."""
     n, n_active = max(1.0, float(tokens)), max(1.0, float(active_tokens))
-    adv, opd = t.advantage, None
+    adv, opd, distill_tokens = t.advantage, None, None
     if adv.dim() == 1:
         adv = adv[:, None].expand_as(t.logp)
     if p.distill != "none" and t.teacher_logp is not None and t.skill_mask is not None:
-        opd = DISTILL_LOSSES[p.distill](DistillTokens(t.logp, t.teacher_logp, t.old_logp, t.skill_mask),
-                                        p.distill_params)
+        distill_tokens = DistillTokens(t.logp, t.teacher_logp, t.old_logp, t.skill_mask)
+        opd = DISTILL_LOSSES[p.distill](distill_tokens, p.distill_params)
         if opd.advantage_shift is not None:
             adv = adv + opd.advantage_shift
     pg_per_token, indicators = POLICY_LOSSES[p.policy_loss](t.logp, t.old_logp, adv, p.policy)
@@ -88,7 +85,7 @@ def rl_objective(t: TokenTensors, p: ObjectiveParams, tokens: float, active_toke
                       **{k: masked_sum(v, t.mask).item() / n for k, v in indicators.items()},
                       opd_loss=opd_loss.item())
     if opd is not None and opd.active.sum() > 0:
-        delta = delta_of(DistillTokens(t.logp, t.teacher_logp, t.old_logp, opd.active))
+        delta = delta_of(distill_tokens)
         gate = torch.sigmoid(p.distill_params.beta * delta)
         stats.delta_sum = float(masked_sum(delta, opd.active))
         stats.gate_sum = float(masked_sum(gate, opd.active))
