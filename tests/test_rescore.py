@@ -37,7 +37,7 @@ def test_only_steps_with_a_skill_are_scored_and_step_skills_change_their_step_on
 
 
 def empty_skill_shift(components) -> list[float]:
-    """Teacher minus student log-prob of every sampled token when the skill is empty (the teacher prompt is then
+    """Teacher minus student log-prob of every sampled token when there is no skill (the teacher prompt is then
     the student prompt): the teacher scored by the distillation stage's engine, the student by the trainer."""
     from seed.train.distill import DistillStage
 
@@ -47,7 +47,7 @@ def empty_skill_shift(components) -> list[float]:
     episodes = collector.collect(components.rollout_backend(), [0, 1], 2, components.rollout_sampling())
     collector.close()
     samples = [s for e in episodes for s in e.steps if s.response_ids]
-    teacher_prompts = [render(s.state, tok, skill="") for s in samples]
+    teacher_prompts = [render(s.state, tok, skill=None) for s in samples]
     assert teacher_prompts == [s.prompt_ids for s in samples]
     responses = [s.response_ids for s in samples]
     teacher = stage.teacher_backend.logprobs(teacher_prompts, responses, 4096)

@@ -81,3 +81,29 @@ def test_report_shows_updates_and_largest_delta_tokens(tmp_path, capsys):
     assert main(["report", cfg.run_dir]) == 0
     out = capsys.readouterr().out
     assert "gate" in out and "largest Δ tokens" in out and "skill: Push the box" in out
+
+
+def test_teacher_signal_metrics_match_the_episode_files(tmp_path):
+    """One mini-batch: every sample's first forward is at the rollout weights, so the update's shift on the
+    non-action tokens is the files' teacher log-probs minus the rollout log-probs (fp32 tiny model); every step
+    carries the expert's next move, replayed next to the env's expert."""
+    from seed.envs import make
+    from seed.skills.teachers import expert_moves
+    from seed.rollout.types import Episode, StepSample, StepState
+
+    cfg = _cfg(tmp_path, "distill.kind=seed", "distill.skill_source=teacher", "algo.mini_batch_size=256")
+    train_stage(build_components(cfg))
+    row = [r for r in read_metrics(Path(cfg.run_dir)) if r["update"] == 1][0]
+    episodes = [json.loads(line) for line in (Path(cfg.run_dir) / "episodes" / "update_00000.jsonl").open()]
+    shifts = [t - r for e in episodes for s in e["steps"] if s["teacher_logps"] is not None
+              for t, r in zip(s["teacher_logps"], s["rollout_logps"])]
+    assert shifts and row["teacher/rest/delta"] == pytest.approx(sum(shifts) / len(shifts), abs=2e-3)
+    assert row["teacher/rest/failure/delta"] == pytest.approx(row["teacher/rest/delta"])  # the tiny model never wins
+    assert 0.0 <= row["teacher/rest/gate_open"] <= 1.0 and row["time/expert_replay"] >= 0.0
+    env = make("sokoban")
+    for e in episodes[:2]:
+        steps = [StepSample(StepState(**{**s["state"], "history": [tuple(h) for h in s["state"]["history"]]}),
+                            [], s["response_ids"], [], s["response_text"], s["action"], s["valid"], 0.0)
+                 for s in e["steps"]]
+        replayed = expert_moves(env, Episode(e["episode_id"], 0, e["task_seed"], "", "", steps=steps))
+        assert [s["expert_action"] for s in e["steps"]] == replayed and all(replayed)

@@ -149,6 +149,46 @@ def cmd_export(args) -> None:
     print(f"exported {ckpt} -> {out}")
 
 
+def cmd_probe(args) -> None:
+    """`seed probe`: the teacher contexts' shift on the expert's and the sampled action, on a fixed panel."""
+    from seed.config import load_config
+    from seed.errors import RunError
+    from seed.train.checkpoint import load_checkpoint, load_latest_checkpoint
+    from seed.train.probe import CONTEXTS, format_probe, run_probe
+
+    unknown = [c for c in args.contexts if c not in CONTEXTS]
+    if unknown:
+        raise RunError(f"unknown context(s) {', '.join(unknown)}; allowed: {', '.join(CONTEXTS)}")
+    target = Path(args.target)
+    run_dir = target if target.is_dir() and (target / "config.yaml").exists() else None
+    cfg = load_config(run_dir / "config.yaml" if run_dir else args.target, list(args.overrides))
+    comps = _components(cfg, with_reference=False)
+    where = "the model as configured"
+    if args.checkpoint:
+        ckpt = Path(args.checkpoint)
+        if not ckpt.exists() and args.checkpoint.isdigit() and run_dir:
+            ckpt = run_dir / "checkpoints" / f"update_{int(args.checkpoint):05d}.pt"
+        state = load_checkpoint(ckpt)  # verified: a planted or damaged file is refused before anything runs
+    elif run_dir:
+        ckpt, state = load_latest_checkpoint(run_dir, set_aside=False)
+        if state is None:
+            raise RunError(f"no checkpoint under {run_dir / 'checkpoints'}")
+    else:
+        ckpt, state = None, None
+    if state is not None:
+        comps.policy.model.load_state_dict(state["model"])
+        where = str(ckpt)
+    result = run_probe(comps, split=args.split, n_states=args.states, names=tuple(args.contexts),
+                       group_size=args.group_size, seed=args.seed)
+    result["weights"] = where
+    print(f"seed probe: {where}\n{format_probe(result)}")
+    if args.json:
+        from seed.storage import atomic_write_text
+
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(Path(args.json), json.dumps(result, indent=2))
+
+
 def cmd_envs(args) -> None:
     from seed.envs import available
 
@@ -221,6 +261,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("out_dir")
     p.add_argument("--checkpoint", default=None, help="a checkpoint file or .dcp folder (default: the latest)")
     p.set_defaults(fn=cmd_export)
+    p = sub.add_parser("probe", help="is the teacher context informative? its shift on expert vs sampled actions")
+    p.add_argument("target", help="a run directory (its newest checkpoint) or a config (the model as configured)")
+    p.add_argument("overrides", nargs="*", help="key=value overrides of the config")
+    p.add_argument("--checkpoint", default=None, help="a checkpoint file or .dcp folder, or a run's update number")
+    p.add_argument("--contexts", nargs="+", default=["policy", "oracle", "sibling", "privileged", "shuffled", "empty"])
+    p.add_argument("--states", type=int, default=64, help="panel size (half expert play, half policy rollouts)")
+    p.add_argument("--split", default="valid_seen")
+    p.add_argument("--group-size", type=int, default=4, help="policy rollouts per task (the sibling's group)")
+    p.add_argument("--seed", type=int, default=0, help="which states the panel draws")
+    p.add_argument("--json", default=None, help="write the result here")
+    p.set_defaults(fn=cmd_probe)
     p = sub.add_parser("envs", help="list environments")
     p.set_defaults(fn=cmd_envs)
     p = sub.add_parser("play", help="play an environment in the terminal")

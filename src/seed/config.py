@@ -119,8 +119,9 @@ class DistillConfig:
     coef: float = _positive(0.01, minimum=0, doc="lambda: weight of the distillation loss")
     beta: float = _positive(5.0, minimum=0, doc="gate sharpness: g = sigmoid(beta * delta)")
     opid_weight: float = _positive(0.001, minimum=0, doc="opid: A += w * delta per token")
-    skill_source: str = _choice("policy", "policy", "teacher", "library", "privileged",
-                                doc="privileged = OPSD: the expert's solution as teacher context")
+    skill_source: str = _choice("policy", "policy", "teacher", "library", "privileged", "sibling",
+                                doc="privileged = OPSD: the expert's solution as teacher context; sibling: another "
+                                    "successful episode of the same group")
     teacher: str = _choice("oracle", "oracle", doc="external analyzer for skill_source=teacher")
     library_path: str = ""
     teacher_weights: str = _choice("live", "live", "base", "ema")
@@ -130,6 +131,8 @@ class DistillConfig:
                                                 doc="token budget of the analysis prompt's trajectory")
     min_skill_words: int = _positive(1, doc="shorter skills are unusable (official RL path: any non-empty skill)")
     step_skills: int = _positive(0, minimum=0, doc="OPID-style: up to K step skills per episode (0 = off)")
+    expert_signal: bool = field(default=True, metadata={
+        "doc": "replay each episode next to the env's expert (where it has one) for the skill-lift metrics"})
 
 
 @dataclass
@@ -196,6 +199,9 @@ class WarmupConfig:
                                     doc="share of demonstration steps that take the expert's move")
     thought: str = _choice("fixed", "fixed", "observation",
                            doc="the <think> text: a fixed phrase or the situation restated")
+    skill_share: float = _positive(0.0, minimum=0, maximum=1,
+                                   doc="share of demonstration episodes that are expert play under the oracle's "
+                                       "skill for them (skill following; off in the paper recipes)")
 
 
 @dataclass

@@ -10,6 +10,9 @@ COLUMNS = (("update", "update", "{:>6}"), ("rollout/success", "success", "{:>8.3
            ("rollout/invalid_rate", "invalid", "{:>8.3f}"), ("distill/parse_rate", "parse", "{:>7.3f}"),
            ("distill/skill_words", "words", "{:>7.1f}"), ("distill/delta_mean", "Δ mean", "{:>8.3f}"),
            ("distill/gate_mean", "gate", "{:>7.3f}"), ("distill/active_token_share", "active", "{:>7.3f}"),
+           ("teacher/action/delta", "Δ act", "{:>8.3f}"), ("teacher/rest/delta", "Δ rest", "{:>8.3f}"),
+           ("teacher/action/gate_open", "open", "{:>7.3f}"), ("teacher/skill_lift", "lift", "{:>8.3f}"),
+           ("teacher/agree_auc", "auc", "{:>7.3f}"),
            ("time/rollout", "t_roll", "{:>7.1f}"), ("time/analysis", "t_anal", "{:>7.1f}"),
            ("time/rescore", "t_resc", "{:>7.1f}"), ("time/update", "t_upd", "{:>7.1f}"))
 

@@ -72,3 +72,19 @@ def parse_format(response: str, admissible: list[str] | None) -> ParsedAction:
     if _CJK.search(response):
         return ParsedAction(action, False, "CJK characters in the response")
     return ParsedAction(action, True)
+
+
+def action_token_mask(token_texts: list[str]) -> list[bool]:
+    """Per response token: whether it overlaps the text inside the first `<action>…</action>` block, i.e. whether
+    it is one of the tokens that choose the action (the rest are the thought, the tags and the end of turn)."""
+    low = "".join(token_texts).lower()
+    start = low.find("<action>")
+    end = low.find("</action>", start + len("<action>")) if start >= 0 else -1
+    if end < 0:
+        return [False] * len(token_texts)
+    first, last = start + len("<action>"), end
+    out, pos = [], 0
+    for text in token_texts:
+        out.append(pos < last and pos + len(text) > first)
+        pos += len(text)
+    return out

@@ -28,9 +28,9 @@ def skill_block(skill: str) -> str:
 
 
 def render_text(state: StepState, skill: str | None = None) -> str:
-    """The user message for one step (verl-agent's ALFWorld template shape)."""
+    """The user message for one step (verl-agent's ALFWorld template shape); `skill=None` is the student prompt."""
     lines = [f"{_INTROS.get(state.env_name, _DEFAULT_INTRO)} Your task is to: {state.task}\n"]
-    if skill:
+    if skill is not None:  # "" gives the block with nothing in it (`seed probe`'s control)
         lines.append(skill_block(skill))
     if state.step_index > 0 and state.history:
         pairs = "\n".join(

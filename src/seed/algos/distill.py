@@ -6,7 +6,8 @@ teacher context, i.e. the same tokens re-scored with the skill in the prompt, an
 advantage shift (OPID shapes the advantage instead of adding a loss). With delta = sg(l_skill - l_theta):
 
 seed:      g = sigmoid(beta * delta) (detached), loss = g * (sg(l_skill) - l_theta); grad = -g * grad l_theta
-positive:  as seed, but only tokens with delta > 0 are active
+positive:  as seed, but only tokens the skill raised under the rollout weights (sg(l_skill - l_old) > 0) are active,
+           so the active set, and the token count L_OPD is averaged over, is fixed before the update starts
 opsd:      ungated on-policy distillation: per-token reward delta, loss = -delta * l_theta
 skill_sd:  importance-weighted reverse KL: rho = exp(l_theta - l_old), loss = rho * sg(l_old - l_skill)
 opid:      no loss; A <- A + w * delta on the skill's tokens
@@ -54,8 +55,13 @@ def seed_loss(t: DistillTokens, p: DistillParams) -> DistillTerm:
 
 def positive_loss(t: DistillTokens, p: DistillParams) -> DistillTerm:
     term = seed_loss(t, p)
-    term.active = t.mask * (delta_of(t) > 0).to(t.mask.dtype)
+    term.active = t.mask * raised_by_skill(t.teacher_logp, t.old_logp).to(t.mask.dtype)
     return term
+
+
+def raised_by_skill(teacher_logp: torch.Tensor, old_logp: torch.Tensor) -> torch.Tensor:
+    """positive's active tokens: those the skill made more likely than the rollout weights did."""
+    return (teacher_logp - old_logp).detach() > 0
 
 
 def opsd_loss(t: DistillTokens, p: DistillParams) -> DistillTerm:

@@ -43,6 +43,7 @@ class StepSample:
     truncated_prompt: bool = False
     teacher_logps: list[float] | None = None  # the same tokens under the skill prompt (set when re-scored)
     advantage: float | None = None  # what the update trained this step with (set by compute_advantages)
+    expert_action: str | None = None  # the env expert's next move in this state (set by the distillation stage)
 
 
 @dataclass

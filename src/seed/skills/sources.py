@@ -5,6 +5,9 @@ teacher  OPID-style: an external analyzer (the oracle here) labels the episodes 
 library     SDAR-style: a static file of skills per task type
 privileged  OPSD-style: no analysis; the teacher context is privileged information (the expert's solution of the
             episode's task from its initial state), the same for a success and a failure
+sibling     no analysis; the teacher context is another successful episode of the same group (same task, same
+            start), rendered compactly as its actions; a group without a success (or whose only success is the
+            episode itself) gives that episode no context
 """
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ from seed.rollout.types import Episode
 from seed.skills.analyzer import MIN_SKILL_WORDS, Analysis, analysis_prompt, parse_analysis
 from seed.skills.library import read_skill_library
 
-SKILL_SOURCES = ("policy", "teacher", "library", "privileged")
+SKILL_SOURCES = ("policy", "teacher", "library", "privileged", "sibling")
 
 
 def chat_ids(tokenizer, text: str) -> list[int]:
@@ -112,4 +115,36 @@ class PrivilegedAnalyzer:
             skill = f"A shortest solution from the start: {', '.join(map(str, plan))}." if plan else ""
             raw = json.dumps({"episode_summary": "", "episode_skill": skill})
             out.append((raw, parse_analysis(raw)))
+        return out
+
+
+def compact_episode(episode: Episode) -> str:
+    """A successful episode as a teacher context: the actions it took, in order, numbered like the prompt's steps."""
+    moves = [f"step {s.step_index + 1}: {s.action}" for s in episode.steps if s.valid and s.action]
+    return f"A successful attempt at this task from the same start took {len(episode.steps)} steps: " \
+           f"{'; '.join(moves)}."
+
+
+def sibling_contexts(episodes: list[Episode], donors: list[Episode] | None = None) -> list[str | None]:
+    """Per episode: `compact_episode` of the first other successful episode of its group among `donors` (default:
+    the episodes themselves), or None."""
+    wins: dict[int, list[Episode]] = {}
+    for e in episodes if donors is None else donors:
+        if e.won and e.error is None:
+            wins.setdefault(e.group_id, []).append(e)
+    out = []
+    for e in episodes:
+        other = next((w for w in wins.get(e.group_id, []) if w is not e), None)
+        out.append(compact_episode(other) if other is not None else None)
+    return out
+
+
+class SiblingAnalyzer:
+    """No analysis: each episode's teacher context is a successful sibling from its group (`sibling_contexts`)."""
+
+    def analyse(self, episodes: list[Episode]) -> list[tuple[str, Analysis]]:
+        out = []
+        for context in sibling_contexts(episodes):
+            raw = json.dumps({"episode_summary": "", "episode_skill": context or ""})
+            out.append((raw, parse_analysis(raw) if context else unusable("no other success in the group")))
         return out

@@ -51,21 +51,46 @@ def find_mistakes(env: Env, episode: Episode) -> Mistakes:
     return Mistakes(first, invalid, loop, plan0, env.expert_plan())
 
 
+def sent_action(step, validity: str) -> str:
+    """What the collector sent to the env for this step (`seed.rollout.collector`): under `format` the extracted
+    action whatever it is, under `admissible` only a valid one ("" is a no-op)."""
+    return step.action if validity == "format" or step.valid else ""
+
+
+def expert_moves(env: Env, episode: Episode, validity: str = "format") -> list[str | None]:
+    """The expert's next move in the state before each step of `episode`, replayed on `env` (reset to its task
+    seed) with the actions the collector sent; None where the expert has no move."""
+    env.reset(episode.task_seed)
+    moves: list[str | None] = []
+    for step in episode.steps:
+        plan = env.expert_plan()
+        moves.append(str(plan[0]) if plan else None)
+        env.step(sent_action(step, validity))
+    return moves
+
+
 _WORKFLOW_OPENERS = ("Workflow:", "Do it in this order:", "What works:", "Plan:")
 _AVOID_OPENERS = ("Avoid this:", "Warning:", "Do not repeat this mistake:", "Watch out:")
 
 
+def wording_rng(episode_id: str) -> random.Random:
+    return random.Random(int(hashlib.sha256(episode_id.encode()).hexdigest()[:8], 16))
+
+
+def workflow_skill(task: str, plan: list[str], rng: random.Random) -> str:
+    """The oracle's skill for a success: the expert's shortest route from the start."""
+    steps = "; ".join(plan[:8]) + ("; ..." if len(plan) > 8 else "")
+    return (f"{rng.choice(_WORKFLOW_OPENERS)} for '{task}', take the shortest route: {steps}. "
+            f"Copy each action exactly from the admissible list.")
+
+
 def oracle_skill(episode: Episode, mistakes: Mistakes) -> tuple[str, str]:
     """(summary, skill) for one episode."""
-    rng = random.Random(int(hashlib.sha256(episode.episode_id.encode()).hexdigest()[:8], 16))
+    rng = wording_rng(episode.episode_id)
     n = len(episode.steps)
     if episode.won:
-        plan = mistakes.expert_plan
-        steps = "; ".join(plan[:8]) + ("; ..." if len(plan) > 8 else "")
         summary = f"The agent solved '{episode.task}' in {n} steps."
-        skill = (f"{rng.choice(_WORKFLOW_OPENERS)} for '{episode.task}', take the shortest route: {steps}. "
-                 f"Copy each action exactly from the admissible list.")
-        return summary, skill
+        return summary, workflow_skill(episode.task, mistakes.expert_plan, rng)
     parts = []
     if mistakes.first_deviation:
         step, took, wanted = mistakes.first_deviation

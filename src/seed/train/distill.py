@@ -1,12 +1,14 @@
 """The distillation stage of an RL update: skills for the finished episodes, then teacher re-scoring.
 
-It owns the analyzer (policy / teacher / library), the teacher weights (live / base / ema) and the skill
-stream (`skills.jsonl` in the run directory: one row per analysed episode, with its update index).
+It owns the analyzer (policy / teacher / library / privileged / sibling), the teacher weights (live / base / ema),
+the skill stream (`skills.jsonl` in the run directory: one row per analysed episode, with its update index) and,
+for the teacher-signal metrics, the expert's next move at every step (`StepSample.expert_action`).
 """
 from __future__ import annotations
 
 import copy
 import json
+import logging
 import time
 from pathlib import Path
 
@@ -15,8 +17,10 @@ import torch
 from seed.models.backend import HFBackend
 from seed.rollout.types import Episode, StepSample
 from seed.skills.rescore import rescore
-from seed.skills.sources import LibraryAnalyzer, PolicyAnalyzer, PrivilegedAnalyzer, TeacherAnalyzer
-from seed.skills.teachers import OracleTeacher
+from seed.skills.sources import LibraryAnalyzer, PolicyAnalyzer, PrivilegedAnalyzer, SiblingAnalyzer, TeacherAnalyzer
+from seed.skills.teachers import OracleTeacher, expert_moves
+
+log = logging.getLogger(__name__)
 
 
 class DistillStage:
@@ -34,9 +38,15 @@ class DistillStage:
                                             d.step_skills, min_skill_words=d.min_skill_words)
         elif d.skill_source == "privileged":
             self.analyzer = PrivilegedAnalyzer(components.env_factory("train"))
+        elif d.skill_source == "sibling":
+            self.analyzer = SiblingAnalyzer()
         else:
             self.analyzer = LibraryAnalyzer(d.library_path)
         self.teacher_backend = self._teacher_backend()
+        self.expert_env = None
+        if d.expert_signal:
+            env = components.env_factory("train")()
+            self.expert_env = env if callable(getattr(env, "expert_plan", None)) else None
 
     def _teacher_backend(self):
         c, d = self.c, self.c.cfg.distill
@@ -74,6 +84,9 @@ class DistillStage:
         for sample, logps in zip(samples, teacher):
             sample.teacher_logps = logps
         t_rescore = time.perf_counter() - t1
+        t2 = time.perf_counter()
+        self.mark_expert_moves(finished)
+        t_expert = time.perf_counter() - t2
         with_skill = [e for e in finished if e.skill]
         return {
             "distill/parse_rate": sum(bool(e.analysis and e.analysis["parsed"]) for e in finished) / max(1, len(finished)),
@@ -83,7 +96,22 @@ class DistillStage:
             "distill/analysis_steps_cut": getattr(self.analyzer, "steps_cut", 0),
             "time/analysis": t_analysis,
             "time/rescore": t_rescore,
+            "time/expert_replay": t_expert,
         }
+
+    def mark_expert_moves(self, episodes: list[Episode]) -> None:
+        """`StepSample.expert_action` on every step of the episodes, from a replay next to the env's expert; an
+        env fault leaves that episode's moves unknown (its steps drop out of the skill-lift metrics)."""
+        if self.expert_env is None:
+            return
+        for e in episodes:
+            try:
+                moves = expert_moves(self.expert_env, e, self.c.cfg.rollout.validity)
+            except Exception as exc:
+                log.warning("expert replay of %s failed: %r", e.episode_id, exc)
+                continue
+            for step, move in zip(e.steps, moves):
+                step.expert_action = move
 
     @torch.no_grad()
     def after_update(self) -> None:

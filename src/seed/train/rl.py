@@ -23,6 +23,9 @@ import torch
 
 from seed.algos import ADVANTAGES, AdvantageParams, DistillParams, LossStats, ObjectiveParams, PolicyLossParams, \
     StepScores, TokenTensors, rl_objective
+from seed.agent import action_token_mask
+from seed.algos.distill import raised_by_skill
+from seed.algos.signal import SampleShift, agreement_auc, signal_metrics, signal_sums
 from seed.models.batching import prompt_sharing_batches
 from seed.rollout.types import Episode, StepSample
 from seed.config import redacted
@@ -42,6 +45,7 @@ class Batch:
 
     samples: list[StepSample]
     advantages: torch.Tensor  # one per sample (broadcast to its tokens)
+    won: list[bool] | None = None  # per sample: its episode's outcome (for the teacher-signal metrics)
 
 
 def task_seeds_for_update(cfg, update: int) -> list[int]:
@@ -73,10 +77,11 @@ def compute_advantages(episodes: list[Episode], cfg) -> Batch:
         return Batch([], torch.zeros(0))
     adv = ADVANTAGES[cfg.algo.advantage](step_scores(eps, cfg.rollout.invalid_penalty), advantage_params(cfg.algo))
     samples = [s for e in eps for s in e.steps]
+    won = [e.won for e in eps for _ in e.steps]
     for s, value in zip(samples, adv.tolist()):
         s.advantage = value
     keep = [i for i, s in enumerate(samples) if s.response_ids]
-    return Batch([samples[i] for i in keep], adv[keep])
+    return Batch([samples[i] for i in keep], adv[keep], [won[i] for i in keep])
 
 
 def mini_batch_plan(n: int, size: int, pad: bool, rng: random.Random) -> list[list[int]]:
@@ -122,8 +127,9 @@ class SkipGuard:
 
 @dataclass
 class _Scores:
-    """No-grad log-probs computed once per update, per sample: reference (KL) and, with several mini-batches,
-    the rollout weights' (the ratio's denominator)."""
+    """No-grad log-probs computed once per update, per sample: reference (KL) and, with several mini-batches (or
+    for `distill.kind: positive`, whose active tokens are fixed by them), the rollout weights' (the ratio's
+    denominator)."""
 
     ref: list[list[float]] | None
     old: list[list[float]] | None
@@ -147,14 +153,16 @@ def policy_update(components, optimizer, batch: Batch, dp=None, guard: SkipGuard
     t0 = time.perf_counter()
     scores = _Scores(
         ref=components.reference.logprobs(prompts, responses, a.token_budget) if components.reference else None,
-        old=policy.logprobs(prompts, responses, a.token_budget) if len(plan) > 1 else None)
+        old=policy.logprobs(prompts, responses, a.token_budget)
+        if len(plan) > 1 or cfg.distill.kind == "positive" else None)
     t_scores = time.perf_counter() - t0
     params = objective_params(cfg)
     policy.model.train()
     total, grad_norms, skipped, trained_tokens = LossStats(), [], 0, 0
+    shifts: dict[int, list[float]] = {}  # sample -> delta per token, at its first forward of the update
     for chunk in plan:
         optimizer.zero_grad(set_to_none=True)
-        stats, finite = _accumulate_gradients(components, batch, chunk, scores, params, dp)
+        stats, finite = _accumulate_gradients(components, batch, chunk, scores, params, dp, shifts)
         grad_norm = _optimizer_step(policy, optimizer, a.grad_clip, finite, dp, guard)
         if grad_norm is None:
             skipped += 1
@@ -166,17 +174,41 @@ def policy_update(components, optimizer, batch: Batch, dp=None, guard: SkipGuard
     sums = asdict(total)
     if dp is not None:  # every rank ran a share of the micro-batches: add the shares up
         sums = dp.sum_dict(sums)
-    return _update_stats(sums, n_steps, skipped, grad_norms, trained_tokens, cfg.distill.kind != "none", t_scores)
+    out = _update_stats(sums, n_steps, skipped, grad_norms, trained_tokens, cfg.distill.kind != "none", t_scores)
+    if shifts:
+        out.update(teacher_signal(components.tokenizer, batch, shifts, dp))
+    return out
+
+
+def teacher_signal(tokenizer, batch: Batch, shifts: dict[int, list[float]], dp=None) -> dict:
+    """The update's teacher-signal metrics (`seed.algos.signal`) from the shifts its forward passes computed.
+    Under data parallelism the sums cover every rank; the AUC covers this rank's share of the samples."""
+    t0 = time.perf_counter()
+    rows = []
+    for i, delta in sorted(shifts.items()):
+        s = batch.samples[i]
+        expert = s.expert_action
+        rows.append(SampleShift(
+            delta=delta, action=action_token_mask([tokenizer.decode([t]) for t in s.response_ids]),
+            won=bool(batch.won[i]) if batch.won is not None else False, advantage=float(batch.advantages[i]),
+            agrees=None if expert is None else s.valid and s.action.strip().lower() == expert.strip().lower()))
+    sums = signal_sums(rows)
+    if dp is not None:
+        sums = dp.sum_dict(sums)
+    out = signal_metrics(sums, agreement_auc(rows))
+    out["time/teacher_signal"] = time.perf_counter() - t0
+    return out
 
 
 def _accumulate_gradients(components, batch: Batch, chunk: list[int], scores: _Scores, params: ObjectiveParams,
-                          dp) -> tuple[LossStats, bool]:
-    """Backward of the objective over one mini-batch's micro-batches; its stats and whether every loss was finite."""
+                          dp, shifts: dict[int, list[float]] | None = None) -> tuple[LossStats, bool]:
+    """Backward of the objective over one mini-batch's micro-batches; its stats and whether every loss was finite.
+    Each skilled sample's per-token shift delta at its first forward goes into `shifts`."""
     policy, a = components.policy, components.cfg.algo
     samples = batch.samples
     distilling = params.distill != "none"
     tokens = sum(len(samples[i].response_ids) for i in chunk)
-    active = sum(len(samples[i].response_ids) for i in chunk if distilling and samples[i].teacher_logps is not None)
+    active = _opd_active_tokens(samples, chunk, scores, params.distill)
     micros = prompt_sharing_batches([samples[i].prompt_ids for i in chunk], [samples[i].response_ids for i in chunk],
                                     a.token_budget)
     stats, finite = LossStats(), True
@@ -184,6 +216,8 @@ def _accumulate_gradients(components, batch: Batch, chunk: list[int], scores: _S
         idx = [chunk[j] for j in micro]
         t = _token_tensors(policy, batch, idx, scores, with_entropy=params.entropy_coef > 0, distilling=distilling)
         loss, s = rl_objective(t, params, tokens, active)
+        if distilling and shifts is not None:
+            _record_shifts(shifts, idx, samples, t)
         if not torch.isfinite(loss):
             finite = False
             if dp is None:
@@ -192,6 +226,23 @@ def _accumulate_gradients(components, batch: Batch, chunk: list[int], scores: _S
         if scale:  # scale 0: a padding micro-batch keeps the ranks' collectives in step and adds nothing
             stats = stats + s
     return stats, finite
+
+
+def _opd_active_tokens(samples: list[StepSample], chunk: list[int], scores: _Scores, kind: str) -> int:
+    """The mini-batch's OPD-active token count, L_OPD's denominator: the response tokens of skilled samples, or
+    for `positive` those the skill raised over the rollout weights (`raised_by_skill`)."""
+    skilled = [i for i in chunk if kind != "none" and samples[i].teacher_logps is not None]
+    if kind != "positive":
+        return sum(len(samples[i].response_ids) for i in skilled)
+    return sum(int(raised_by_skill(torch.tensor(samples[i].teacher_logps), torch.tensor(scores.old[i])).sum())
+               for i in skilled)
+
+
+def _record_shifts(shifts: dict[int, list[float]], idx: list[int], samples: list[StepSample], t: TokenTensors) -> None:
+    delta = (t.teacher_logp - t.logp.detach().float()).cpu()
+    for row, i in enumerate(idx):
+        if samples[i].teacher_logps is not None and i not in shifts:
+            shifts[i] = delta[row, :len(samples[i].response_ids)].tolist()
 
 
 def _token_tensors(policy, batch: Batch, idx: list[int], scores: _Scores, with_entropy: bool,

@@ -8,6 +8,11 @@ one, so the model learns to copy an action into the tags and nothing about which
 latter demonstrates "reason about the current situation" without saying which action is good (the action stays
 random): RL then only has to tie the action to what the model itself just wrote. Used for models too small to
 follow the format from the instruction alone (SmolLM2-135M); off in the paper recipes.
+
+Skill following (`skill_share=q`): a share q of the demonstration episodes is expert play with the oracle's skill
+for that episode (its workflow) in the skill block, so the demonstrated actions follow the skill. A small model
+otherwise learns the answer format with no skill block in sight and ignores one later; SEED's teacher is the same
+model reading the skill, so its shift is only as informative as the model's reading of it.
 """
 from __future__ import annotations
 
@@ -23,6 +28,7 @@ from seed.envs.base import checked_result
 from seed.errors import RunError
 from seed.models.batching import token_budget_batches
 from seed.rollout.types import StepState
+from seed.skills.teachers import wording_rng, workflow_skill
 from seed.train.optim import guarded_step
 
 log = logging.getLogger(__name__)
@@ -39,16 +45,20 @@ def situation(observation: str) -> str:
 
 
 def demonstrations(components, episodes: int, seed: int = 12345, expert_share: float = 0.0,
-                   thought: str = "fixed") -> list[tuple[list[int], list[int]]]:
+                   thought: str = "fixed", skill_share: float = 0.0) -> list[tuple[list[int], list[int]]]:
     """(prompt ids, response ids) pairs from episodes on the train split (random or, at `expert_share`, expert
-    actions)."""
+    actions; at `skill_share`, whole expert episodes under the oracle's skill)."""
     cfg, tok = components.cfg, components.tokenizer
     rng = random.Random(seed)
     env = components.env_factory("train")()
     pairs, faults = [], []
     for i in range(episodes):
         try:
-            pairs += _demonstration(env, cfg, tok, rng, 10_000_000 + seed + i, expert_share, thought)
+            task_seed = 10_000_000 + seed + i
+            if skill_share and rng.random() < skill_share:  # no draw at 0: the plain demonstrations stay as they were
+                pairs += _skill_demonstration(env, cfg, tok, task_seed, thought)
+            else:
+                pairs += _demonstration(env, cfg, tok, rng, task_seed, expert_share, thought)
         except Exception as exc:  # an env fault loses this demonstration, not the run
             faults.append(f"{type(exc).__name__}: {exc}")
             log.warning("warm-up demonstration %d dropped: %r", i, exc)
@@ -83,11 +93,31 @@ def _demonstration(env, cfg, tok, rng: random.Random, task_seed: int, expert_sha
     return pairs
 
 
+def _skill_demonstration(env, cfg, tok, task_seed: int, thought: str) -> list[tuple[list[int], list[int]]]:
+    """Expert play of one task, every prompt carrying the oracle's skill for the episode: the actions follow it."""
+    obs = checked_result("reset", env.reset(task_seed))
+    plan = [str(a) for a in env.expert_plan()][:cfg.env.max_steps]
+    skill = workflow_skill(obs.task, plan, wording_rng(f"warmup-{task_seed}"))
+    history: list[tuple[str, str]] = []
+    pairs = []
+    for step, action in enumerate(plan):
+        state = StepState.after(cfg.env.name, obs, history, cfg.env.history_length, step)
+        think = situation(obs.text) if thought == "observation" else THOUGHTS[step % len(THOUGHTS)]
+        text = f"<think>{think}</think><action>{action}</action>"
+        pairs.append((render(state, tok, skill=skill), tok.encode(text, add_special_tokens=False) + [tok.eos_token_id]))
+        history.append((obs.text, action))
+        obs, _, done, _ = checked_result("step", env.step(action))
+        if done:
+            break
+    return pairs
+
+
 def format_warmup(components, progress_factory=None) -> dict:
     """SFT (response-only NLL) on the demonstrations; returns the mean loss of the first and last epoch."""
     cfg, policy = components.cfg, components.policy
     w = cfg.warmup
-    pairs = demonstrations(components, w.episodes, seed=cfg.seed, expert_share=w.expert_share, thought=w.thought)
+    pairs = demonstrations(components, w.episodes, seed=cfg.seed, expert_share=w.expert_share, thought=w.thought,
+                           skill_share=w.skill_share)
     longest = max(len(r) for _, r in pairs)
     if longest > cfg.rollout.max_response_tokens:  # the model would learn answers it is never allowed to finish
         raise ConfigError(f"format warm-up responses take up to {longest} tokens, more than "
