@@ -4,6 +4,7 @@ import math
 
 import pytest
 
+from seed.agent import situation
 from seed.cli import main
 from seed.config import load_config
 from seed.envs import make
@@ -19,13 +20,13 @@ def comps(tmp_path_factory):
     return build_components(load_config("tiny", [f"run_dir={run}"]), with_reference=False)
 
 
-def _state(expert, sampled, response="<think>x</think><action>up</action>"):
+def _state(expert, sampled, response="<think>x</think><action>up</action>", source="policy"):
     st = StepState("sokoban", "t", "o", ["up", "down"])
-    return ProbeState(StepSample(st, [], [], [], response, sampled, True, 0.0), None, "policy", expert)
+    return ProbeState(StepSample(st, [], [], [], response, sampled, True, 0.0), None, source, expert)
 
 
 def test_summary_by_hand():
-    panel = [_state("up", "down"), _state("up", "up"), _state("left", "down")]
+    panel = [_state("up", "down", source="expert"), _state("up", "up"), _state("left", "down")]
     scores = {"plain": [(-1.0, -2.0), (-1.0, -1.0), (-3.0, -0.5)],
               "oracle": [(-0.5, -2.5), (-0.2, -0.2), None]}  # the third state has no oracle context
     r = summarise(panel, scores)["oracle"]
@@ -34,6 +35,8 @@ def test_summary_by_hand():
     assert r["expert_delta_se"] == pytest.approx(math.sqrt(((0.5 - 0.65) ** 2 + (0.8 - 0.65) ** 2) / 1 / 2))
     assert r["sampled_delta_mean"] == pytest.approx((-0.5 + 0.8) / 2)
     assert r["prefers_expert_share"] == 1.0  # where the actions differ the context raised the expert's more
+    assert r["by_source"]["expert"] == {"expert_delta_mean": pytest.approx(0.5), "expert_delta_se": 0.0, "n": 1}
+    assert r["by_source"]["policy"]["expert_delta_mean"] == pytest.approx(0.8)
 
 
 def test_continuation_keeps_the_policy_thought_and_spans_the_action(comps):
@@ -56,9 +59,12 @@ def test_probe_scores_every_context_and_the_cli_writes_its_json(comps, tmp_path,
     assert math.isfinite(result["contexts"]["empty"]["expert_delta_mean"])
     run = tmp_path / "cli"
     out = tmp_path / "probe.json"
-    assert main(["probe", "tiny", f"run_dir={run}", "--states", "4", "--group-size", "2",
+    assert main(["start", "tiny", f"run_dir={run}", "warmup.skill_share=0.5"]) == 0  # the start point alone
+    assert (run / "stage_warmup.json").exists() and not (run / "metrics.jsonl").read_text().count('"rollout/')
+    assert main(["probe", str(run), "--states", "4", "--group-size", "2",
                  "--contexts", "oracle", "empty", "--json", str(out)]) == 0
     saved = json.loads(out.read_text())
+    assert saved["weights"].endswith("update_00000.pt")  # the run's start point, checkpoint 0
     assert set(saved["contexts"]) == {"oracle", "empty"}
     assert set(saved["contexts"]["oracle"]) >= {"expert_delta_mean", "expert_delta_se", "sampled_delta_mean",
                                                 "sampled_delta_se", "prefers_expert_share", "n"}
@@ -66,18 +72,27 @@ def test_probe_scores_every_context_and_the_cli_writes_its_json(comps, tmp_path,
     assert main(["probe", "tiny", "--contexts", "nonsense"]) == 1
 
 
-def test_skill_demonstrations_follow_the_oracle_workflow_in_the_prompt(comps):
+def test_skill_demonstrations_follow_the_skill_in_their_prompt(comps):
+    """Every skilled demonstration's action is what the skill block's rule for its situation names, wherever a
+    rule names it, in the workflow and in the avoidance wording; rules never contradict each other; the plain
+    demonstrations do not change when the share is 0."""
+    import re
+
     tok = comps.tokenizer
     plain = demonstrations(comps, 4, seed=7)
-    skilled = demonstrations(comps, 4, seed=7, skill_share=1.0)
+    skilled = demonstrations(comps, 12, seed=7, skill_share=1.0)
     assert all("Episode-Level Skill" not in tok.decode(p) for p, _ in plain)
-    env = make("sokoban")
+    assert demonstrations(comps, 4, seed=7, skill_share=0.0) == plain
+    named, wordings = 0, set()
     for p, r in skilled:
         text = tok.decode(p)
-        assert "Episode-Level Skill" in text and "take the shortest route:" in text
-    first_prompt = tok.decode(skilled[0][0])
-    env.reset(10_000_000 + 7)
-    plan = env.expert_plan()[:comps.cfg.env.max_steps]
-    assert f"route: {'; '.join(plan)}." in first_prompt  # the demonstrated episode's own plan
-    assert f"<action>{plan[0]}</action>" in tok.decode(skilled[0][1])
-    assert demonstrations(comps, 4, seed=7, skill_share=0.0) == plain  # no draw at 0: plain demos unchanged
+        assert "Episode-Level Skill" in text
+        rules = re.findall(r"when '([^']*)', take '(\w+)'", text)
+        assert rules and len(dict(rules)) == len(rules)  # one move per situation
+        wordings.add("workflow" if ", not '" not in text else "avoidance")
+        now = situation(text.split("your current observation is:")[1].split("Your admissible")[0]).rstrip(".")
+        action = re.search(r"<action>(\w+)</action>", tok.decode(r)).group(1)
+        if now in dict(rules):
+            assert dict(rules)[now] == action
+            named += 1
+    assert wordings == {"workflow", "avoidance"} and named >= len(skilled) // 2

@@ -60,7 +60,8 @@ def test_positive_averages_over_the_tokens_the_skill_raised_over_the_rollout_wei
 
 
 def _episode(eid, group, won, actions):
-    st = StepState("sokoban", "push the box onto the target", "obs", ["up", "down", "left", "right"])
+    st = StepState("sokoban", "push the box onto the target", "grid\nThe box is 1 step up from you; more.",
+                   ["up", "down", "left", "right"])
     steps = [StepSample(st, [1], [2], [0.0], f"<action>{a}</action>", a, True, 0.0, eid, group, i)
              for i, a in enumerate(actions)]
     return Episode(eid, group, 0, st.task, "sokoban", steps=steps, won=won)
@@ -69,7 +70,8 @@ def _episode(eid, group, won, actions):
 def test_sibling_context_is_another_success_of_the_same_group():
     a, b, c = _episode("a", 0, True, ["left", "up"]), _episode("b", 0, False, ["down"]), _episode("c", 1, True, ["up"])
     assert compact_episode(a) == ("A successful attempt at this task from the same start took 2 steps: "
-                                  "step 1: left; step 2: up.")
+                                  "when 'The box is 1 step up from you', take 'left'; "
+                                  "then when 'The box is 1 step up from you', take 'up'.")
     contexts = sibling_contexts([a, b, c])
     assert contexts == [None, compact_episode(a), None]  # a's only sibling success is itself; c is alone
     analyses = SiblingAnalyzer().analyse([a, b, c])

@@ -1,4 +1,5 @@
 """The oracle teacher on real envs: workflows from the expert, avoidance rules from concrete mistakes."""
+from seed.agent import situation
 from seed.envs import make
 from seed.rollout.types import Episode, StepSample, StepState
 from seed.skills import parse_analysis
@@ -26,6 +27,8 @@ def test_success_gets_a_workflow_from_the_expert_plan():
     assert ep.won
     analysis = parse_analysis(OracleTeacher(lambda: make("alfworld")).label(ep))
     assert analysis.skill is not None and plan[0] in analysis.skill
+    first = situation(env.reset(0).text).rstrip(".")
+    assert f"when '{first}', take '{plan[0]}'" in analysis.skill  # each move keyed by the situation it is taken in
 
 
 def test_failure_names_first_deviation_invalid_steps_and_loop():
@@ -39,7 +42,10 @@ def test_failure_names_first_deviation_invalid_steps_and_loop():
     assert m.first_deviation is not None and m.first_deviation[0] == 0 and m.first_deviation[1] == wrong
     assert m.invalid_steps == [1]  # step indices as the analysis prompt shows them (0-based)
     skill = parse_analysis(OracleTeacher(lambda: make("sokoban")).label(ep)).skill
-    assert f"'{wrong}'" in skill and "invalid" in skill
+    start = situation(ep.steps[0].state.observation).rstrip(".")
+    assert f"when '{start}', take '{plan[0]}', not '{wrong}'" in skill  # the mistake as a rule for its situation
+    assert "invalid responses (steps 1)" in skill  # numbered as the analysis prompt numbers them
+    assert len(m.deviations) == 3 and skill.count(" take '") == 2  # the first two wrong moves corrected
 
 
 def test_labels_vary_with_the_episode():
@@ -76,4 +82,7 @@ def test_privileged_source_gives_the_expert_solution_whatever_the_outcome():
     assert won.won and not lost.won
     results = PrivilegedAnalyzer(lambda: make("sokoban")).analyse([won, lost])
     skills = [a.skill for _, a in results]
-    assert skills[0] == skills[1] == f"A shortest solution from the start: {', '.join(plan)}."
+    first = situation(env.reset(3).text).rstrip(".")
+    assert skills[0] == skills[1] and skills[0].startswith(f"A shortest solution from the start: when '{first}', "
+                                                           f"take '{plan[0]}'")
+    assert skills[0].count(" take '") == len(plan)

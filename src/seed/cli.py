@@ -87,6 +87,16 @@ def cmd_run(args) -> None:
         print(f"{split:<14} success {i['success']:.3f} ± {i['se']:.3f}  ->  {f['success']:.3f} ± {f['se']:.3f}")
 
 
+def cmd_start(args) -> None:
+    """The start stages alone (format warm-up, label + analyzer SFT, as configured): the start point, checkpoint 0,
+    ready for `seed probe RUN_DIR` before any RL compute is spent."""
+    from seed.train.pipeline import start_stages
+
+    cfg = _config(args)
+    start_stages(_prepared(cfg, args, with_reference=False))
+    print(f"start point: {Path(cfg.run_dir) / 'checkpoints'} (update 0); probe it with `seed probe {cfg.run_dir}`")
+
+
 def cmd_label(args) -> None:
     from seed.train.analyzer_sft import label_stage
     from seed.train.pipeline import progress_bar
@@ -246,6 +256,7 @@ def main(argv: list[str] | None = None) -> int:
                                ("eval", cmd_eval, "evaluate the run's latest checkpoint on the fixed panels"),
                                ("label", cmd_label, "roll out the base policy; a teacher labels every episode"),
                                ("sft", cmd_sft, "label (if needed) + analyzer warm-up SFT"),
+                               ("start", cmd_start, "the start stages only: format warm-up, label + analyzer SFT"),
                                ("run", cmd_run, "the whole pipeline: [label, sft,] warm-up, eval, train, eval")):
         p = sub.add_parser(name, help=helptext)
         p.add_argument("config", nargs="?", default=None, help="YAML file or shipped config name (default: default)")

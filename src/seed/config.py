@@ -200,8 +200,8 @@ class WarmupConfig:
     thought: str = _choice("fixed", "fixed", "observation",
                            doc="the <think> text: a fixed phrase or the situation restated")
     skill_share: float = _positive(0.0, minimum=0, maximum=1,
-                                   doc="share of demonstration episodes that are expert play under the oracle's "
-                                       "skill for them (skill following; off in the paper recipes)")
+                                   doc="share of demonstration episodes whose prompts carry a skill (oracle "
+                                       "wording) that names their moves: skill following; off in the paper recipes")
 
 
 @dataclass

@@ -5,6 +5,8 @@ differs, and the response token ids are the sampled ones in both cases (they are
 """
 from __future__ import annotations
 
+import re
+
 from seed.rollout.types import StepState
 
 SKILL_HEADER = "**Episode-Level Skill**"
@@ -67,3 +69,12 @@ def left_truncate(ids: list[int], limit: int | None) -> list[int]:
     """The last `limit` tokens of a prompt that is too long (the official truncation side: the task and skill
     lines go first, the current observation and the answer format stay)."""
     return ids[-limit:] if limit and len(ids) > limit else ids
+
+
+def situation(observation: str) -> str:
+    """The first sentence of the observation's last line, e.g. 'The box is 1 step up from you.': what a thought
+    restates and what a situation-keyed skill names."""
+    lines = [line.strip() for line in observation.strip().splitlines() if line.strip()]
+    last = lines[-1] if lines else ""
+    first = re.split(r"(?<=[.;!?])\s", last, maxsplit=1)[0].rstrip(";.") if last else "I look around"
+    return first + "."

@@ -15,12 +15,14 @@ import json
 from typing import Callable
 
 
+from seed.agent import situation
 from seed.envs.base import checked_result
 from seed.models.backend import Sampling
 from seed.models.batching import distinct_rows
 from seed.rollout.types import Episode
 from seed.skills.analyzer import MIN_SKILL_WORDS, Analysis, analysis_prompt, parse_analysis
 from seed.skills.library import read_skill_library
+from seed.skills.teachers import keyed, plan_situations
 
 SKILL_SOURCES = ("policy", "teacher", "library", "privileged", "sibling")
 
@@ -108,21 +110,28 @@ class PrivilegedAnalyzer:
         for e in episodes:
             try:
                 checked_result("reset", self.env.reset(e.task_seed))
-                plan = self.env.expert_plan()
+                plan = [str(m) for m in self.env.expert_plan()]
+                situations = plan_situations(self.env, e.task_seed, limit=len(plan))
             except Exception as exc:  # an env fault costs this episode its teacher context, not the run
                 out.append(("", unusable(f"expert failed: {type(exc).__name__}: {exc}"[:300])))
                 continue
-            skill = f"A shortest solution from the start: {', '.join(map(str, plan))}." if plan else ""
+            skill = f"A shortest solution from the start: {rules(situations, plan)}." if plan else ""
             raw = json.dumps({"episode_summary": "", "episode_skill": skill})
             out.append((raw, parse_analysis(raw)))
         return out
 
 
+def rules(situations: list[str], moves: list[str]) -> str:
+    """Moves in order as the skills' decision rules (`seed.skills.teachers.keyed`)."""
+    return "; then ".join(keyed(sit, move) for sit, move in zip(situations, moves))
+
+
 def compact_episode(episode: Episode) -> str:
-    """A successful episode as a teacher context: the actions it took, in order, numbered like the prompt's steps."""
-    moves = [f"step {s.step_index + 1}: {s.action}" for s in episode.steps if s.valid and s.action]
+    """A successful episode as a teacher context: the actions it took, in order, each as a rule for the situation
+    it was taken in (the skills' format)."""
+    taken = [s for s in episode.steps if s.valid and s.action]
     return f"A successful attempt at this task from the same start took {len(episode.steps)} steps: " \
-           f"{'; '.join(moves)}."
+           f"{rules([situation(s.state.observation) for s in taken], [s.action for s in taken])}."
 
 
 def sibling_contexts(episodes: list[Episode], donors: list[Episode] | None = None) -> list[str | None]:

@@ -12,27 +12,36 @@ import hashlib
 import json
 import random
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
+from seed.agent import situation
 from seed.envs.base import Env
 from seed.rollout.types import Episode
+
+MAX_CORRECTIONS = 2  # per failure skill (the core mistake, and one more), and
+MAX_WORKFLOW_MOVES = 4  # per success skill: a skill stays one short instruction
 
 
 @dataclass
 class Mistakes:
-    first_deviation: tuple[int, str, str] | None  # (step, action taken, expert action)
+    deviations: list[tuple[int, str, str]]  # (step, action taken, expert action) where the goal got no closer
     invalid_steps: list[int]
     loop: tuple[str, int] | None  # (action, times)
     expert_plan: list[str]  # the full plan from the initial state
     remaining: list[str]  # what the expert would still do at the end
+    plan_situations: list[str] = field(default_factory=list)  # `situation` before each move of the plan
+
+    @property
+    def first_deviation(self) -> tuple[int, str, str] | None:
+        return self.deviations[0] if self.deviations else None
 
 
 def find_mistakes(env: Env, episode: Episode) -> Mistakes:
     """Replay `episode` on `env` (reset to its task seed) and compare every step with the expert."""
     env.reset(episode.task_seed)
     plan0 = env.expert_plan()
-    first, invalid = None, []
+    deviations, invalid = [], []
     for i, step in enumerate(episode.steps):
         before = env.expert_plan()
         if not step.valid:
@@ -40,15 +49,26 @@ def find_mistakes(env: Env, episode: Episode) -> Mistakes:
             continue
         env.step(step.action)
         after = env.expert_plan()
-        if first is None and before and len(after) >= len(before):
-            first = (i, step.action, before[0])
+        if before and len(after) >= len(before):
+            deviations.append((i, step.action, before[0]))
     actions = [s.action for s in episode.steps if s.valid]
     loop = None
     if actions:
         action, times = Counter(actions).most_common(1)[0]
         if times >= 3:
             loop = (action, times)
-    return Mistakes(first, invalid, loop, plan0, env.expert_plan())
+    return Mistakes(deviations, invalid, loop, plan0, env.expert_plan(), plan_situations(env, episode.task_seed))
+
+
+def plan_situations(env: Env, task_seed: int, limit: int = MAX_WORKFLOW_MOVES) -> list[str]:
+    """The `situation` before each of the first `limit` moves of the expert's plan from the task's start (replayed
+    on `env`)."""
+    obs = env.reset(task_seed)
+    out = []
+    for move in env.expert_plan()[:limit]:
+        out.append(situation(obs.text))
+        obs = env.step(move)[0]
+    return out
 
 
 def sent_action(step, validity: str) -> str:
@@ -77,11 +97,18 @@ def wording_rng(episode_id: str) -> random.Random:
     return random.Random(int(hashlib.sha256(episode_id.encode()).hexdigest()[:8], 16))
 
 
-def workflow_skill(task: str, plan: list[str], rng: random.Random) -> str:
-    """The oracle's skill for a success: the expert's shortest route from the start."""
-    steps = "; ".join(plan[:8]) + ("; ..." if len(plan) > 8 else "")
-    return (f"{rng.choice(_WORKFLOW_OPENERS)} for '{task}', take the shortest route: {steps}. "
-            f"Copy each action exactly from the admissible list.")
+def keyed(situation_text: str, action: str) -> str:
+    """One decision rule of a skill: the situation, in the words the observation (and a thought restating it) use,
+    and the move to take there. Keyed by situation, a rule is found in the prompt by matching the text the policy
+    itself reads and writes; keyed by step number, it has to be looked up by counting."""
+    return f"when '{situation_text.rstrip('.')}', take '{action}'"
+
+
+def workflow_skill(task: str, moves: list[str], situations: list[str], rng: random.Random) -> str:
+    """The oracle's skill for a success: the expert's shortest route from the start, as decision rules."""
+    rules = "; then ".join(keyed(sit, a) for sit, a in zip(situations, moves[:MAX_WORKFLOW_MOVES]))
+    more = "; then go on toward the target" if len(moves) > MAX_WORKFLOW_MOVES else ""
+    return f"{rng.choice(_WORKFLOW_OPENERS)} for '{task}': {rules}{more}. Copy each action exactly from the admissible list."
 
 
 def oracle_skill(episode: Episode, mistakes: Mistakes) -> tuple[str, str]:
@@ -90,25 +117,32 @@ def oracle_skill(episode: Episode, mistakes: Mistakes) -> tuple[str, str]:
     n = len(episode.steps)
     if episode.won:
         summary = f"The agent solved '{episode.task}' in {n} steps."
-        return summary, workflow_skill(episode.task, mistakes.expert_plan, rng)
+        return summary, workflow_skill(episode.task, mistakes.expert_plan, mistakes.plan_situations, rng)
     parts = []
-    if mistakes.first_deviation:
-        step, took, wanted = mistakes.first_deviation
-        parts.append(f"at step {step} '{took}' did not bring the goal closer; '{wanted}' was needed there")
+    if mistakes.deviations:
+        parts.append(corrections([(situation(episode.steps[i].state.observation), took, wanted)
+                                  for i, took, wanted in mistakes.deviations[:MAX_CORRECTIONS]]))
     if mistakes.invalid_steps:
         parts.append(f"{len(mistakes.invalid_steps)} invalid responses (steps "
                      f"{', '.join(map(str, mistakes.invalid_steps[:4]))}) wasted turns; answer with one admissible "
                      f"action inside <action></action>")
     if mistakes.loop:
         parts.append(f"'{mistakes.loop[0]}' was repeated {mistakes.loop[1]} times without progress")
-    if mistakes.remaining:
-        parts.append(f"the goal still needed: {'; '.join(mistakes.remaining[:3])}")
     if not parts:
         parts.append("the episode ran out of steps before the goal was reached; act toward the goal every step")
     rng.shuffle(parts)
     summary = f"The agent failed '{episode.task}' after {n} steps."
-    skill = f"{rng.choice(_AVOID_OPENERS)} " + "; ".join(parts) + "."
-    return summary, skill
+    return summary, avoidance_skill(parts, rng)
+
+
+def corrections(mistakes: list[tuple[str, str, str]]) -> str:
+    """(situation, move taken, move needed) as decision rules: "when '...', take 'left', not 'up'; ..."."""
+    return "; ".join(f"{keyed(sit, wanted)}, not '{took}'" for sit, took, wanted in mistakes)
+
+
+def avoidance_skill(parts: list[str], rng: random.Random) -> str:
+    """The oracle's skill for a failure: its parts after one of the avoidance openers."""
+    return f"{rng.choice(_AVOID_OPENERS)} " + "; ".join(parts) + "."
 
 
 def oracle_step_skills(episode: Episode, mistakes: Mistakes, limit: int) -> dict[int, str]:

@@ -20,13 +20,13 @@ import random
 import time
 from dataclasses import dataclass
 
-from seed.agent import left_truncate, parse_action, render
+from seed.agent import left_truncate, parse_action, render, situation
 from seed.envs.base import checked_result
 from seed.rollout.types import Episode, StepSample, StepState
 from seed.skills.sources import PolicyAnalyzer, PrivilegedAnalyzer, TeacherAnalyzer, sibling_contexts
 from seed.skills.teachers import OracleTeacher, expert_moves
-from seed.train.warmup import situation
 
+SCORING_BUDGET = 8192  # padded tokens per no-grad scoring micro-batch
 CONTEXTS = ("policy", "oracle", "sibling", "privileged", "shuffled", "empty")
 
 
@@ -163,7 +163,8 @@ def score_panel(components, panel: list[ProbeState], contexts: dict[str, list[st
                 prompts.append(prompt)
                 responses.append(conts[i][which][0])
                 keys.append((name, i, which))
-    logps = components.scoring_backend().logprobs(prompts, responses, cfg.algo.token_budget)
+    budget = max(cfg.algo.token_budget, SCORING_BUDGET)  # no gradients: wider micro-batches fit
+    logps = components.scoring_backend().logprobs(prompts, responses, budget)
     out: dict[str, list] = {name: [None] * len(panel) for name in ["plain", *contexts]}
     for (name, i, which), lp in zip(keys, logps):
         _, start, end = conts[i][which]
@@ -184,28 +185,34 @@ def mean_se(values: list[float]) -> tuple[float, float]:
 
 def summarise(panel: list[ProbeState], scores: dict[str, list[tuple[float, float] | None]]) -> dict:
     """Per context: mean shift of the expert and of the sampled action (with SE), and over the states where the two
-    differ, the share where the context raises the expert action more."""
+    differ, the share where the context raises the expert action more; `by_source` repeats the expert action's
+    shift for the expert-play and the policy states alone (a context may inform one kind and not the other)."""
     plain = scores["plain"]
     out = {}
     for name, per_state in scores.items():
         if name == "plain":
             continue
-        expert, sampled, prefers = [], [], []
+        expert, sampled, prefers, sources = [], [], [], []
         for p, base, ctx in zip(panel, plain, per_state):
             if ctx is None:
                 continue
             e, s = ctx[0] - base[0], ctx[1] - base[1]
             expert.append(e)
             sampled.append(s)
+            sources.append(p.source)
             if p.expert_action.lower() != (p.sample.action or "").lower():
                 prefers.append(float(e > s))
         em, ese = mean_se(expert)
         sm, sse = mean_se(sampled)
         share = sum(prefers) / len(prefers) if prefers else math.nan
+        by_source = {}
+        for source in ("expert", "policy"):
+            m, se = mean_se([e for e, src in zip(expert, sources) if src == source])
+            by_source[source] = {"expert_delta_mean": m, "expert_delta_se": se, "n": sources.count(source)}
         out[name] = {"expert_delta_mean": em, "expert_delta_se": ese, "sampled_delta_mean": sm,
                      "sampled_delta_se": sse, "prefers_expert_share": share,
                      "prefers_expert_se": math.sqrt(share * (1 - share) / len(prefers)) if prefers else math.nan,
-                     "n": len(expert), "n_differ": len(prefers)}
+                     "n": len(expert), "n_differ": len(prefers), "by_source": by_source}
     return out
 
 
@@ -231,11 +238,14 @@ def run_probe(components, split: str = "valid_seen", n_states: int = 64, names: 
 
 def format_probe(result: dict) -> str:
     lines = [f"{'context':<12}{'expert Δ':>10}{'± se':>8}{'sampled Δ':>11}{'± se':>8}{'prefers':>9}{'± se':>7}"
-             f"{'n':>5}{'differ':>8}"]
+             f"{'n':>5}{'differ':>8}{'expert Δ: expert play':>24}{'policy states':>16}"]
     for name, r in result["contexts"].items():
+        by = r["by_source"]
         lines.append(f"{name:<12}{r['expert_delta_mean']:>+10.3f}{r['expert_delta_se']:>8.3f}"
                      f"{r['sampled_delta_mean']:>+11.3f}{r['sampled_delta_se']:>8.3f}"
-                     f"{r['prefers_expert_share']:>9.3f}{r['prefers_expert_se']:>7.3f}{r['n']:>5}{r['n_differ']:>8}")
+                     f"{r['prefers_expert_share']:>9.3f}{r['prefers_expert_se']:>7.3f}{r['n']:>5}{r['n_differ']:>8}"
+                     f"{by['expert']['expert_delta_mean']:>+14.3f} ± {by['expert']['expert_delta_se']:.3f}"
+                     f"{by['policy']['expert_delta_mean']:>+9.3f} ± {by['policy']['expert_delta_se']:.3f}")
     p, t = result["panel"], result["time_s"]
     lines.append(f"panel: {p['states']} states of {p['split']} ({p['from_expert']} from expert play, "
                  f"{p['from_policy']} from the policy's rollouts; sampled = expert in {p['sampled_is_expert']}); "

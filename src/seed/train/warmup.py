@@ -9,26 +9,27 @@ latter demonstrates "reason about the current situation" without saying which ac
 random): RL then only has to tie the action to what the model itself just wrote. Used for models too small to
 follow the format from the instruction alone (SmolLM2-135M); off in the paper recipes.
 
-Skill following (`skill_share=q`): a share q of the demonstration episodes is expert play with the oracle's skill
-for that episode (its workflow) in the skill block, so the demonstrated actions follow the skill. A small model
-otherwise learns the answer format with no skill block in sight and ignores one later; SEED's teacher is the same
-model reading the skill, so its shift is only as informative as the model's reading of it.
+Skill following (`skill_share=q`): a share q of the demonstration episodes carries a skill block that the
+demonstrated actions follow: in the oracle's wording, a workflow over the episode's own (random) moves or an
+avoidance rule correcting some of its steps toward the moves taken, numbered like the prompt's steps. A small model otherwise learns the answer format with no skill block in sight and ignores
+one later; SEED's teacher is the same model reading the skill, so its shift is only as informative as the
+model's reading of it. The moves are random on purpose: expert moves can be read off the observation, and with
+them the model learned to ignore the block (benchmarks/RESULTS.md).
 """
 from __future__ import annotations
 
 import logging
 import random
-import re
 
 import torch
 
-from seed.agent import render
+from seed.agent import render, situation
 from seed.config import ConfigError
 from seed.envs.base import checked_result
 from seed.errors import RunError
 from seed.models.batching import token_budget_batches
 from seed.rollout.types import StepState
-from seed.skills.teachers import wording_rng, workflow_skill
+from seed.skills.teachers import MAX_CORRECTIONS, avoidance_skill, corrections, wording_rng, workflow_skill
 from seed.train.optim import guarded_step
 
 log = logging.getLogger(__name__)
@@ -36,18 +37,10 @@ log = logging.getLogger(__name__)
 THOUGHTS = ("I pick an action.", "Let me try this.", "I move now.")
 
 
-def situation(observation: str) -> str:
-    """The first sentence of the observation's last line, e.g. 'The box is 1 step up from you.'"""
-    lines = [line.strip() for line in observation.strip().splitlines() if line.strip()]
-    last = lines[-1] if lines else ""
-    first = re.split(r"(?<=[.;!?])\s", last, maxsplit=1)[0].rstrip(";.") if last else "I look around"
-    return first + "."
-
-
 def demonstrations(components, episodes: int, seed: int = 12345, expert_share: float = 0.0,
                    thought: str = "fixed", skill_share: float = 0.0) -> list[tuple[list[int], list[int]]]:
     """(prompt ids, response ids) pairs from episodes on the train split (random or, at `expert_share`, expert
-    actions; at `skill_share`, whole expert episodes under the oracle's skill)."""
+    actions; at `skill_share`, episodes of random moves under a skill that names them)."""
     cfg, tok = components.cfg, components.tokenizer
     rng = random.Random(seed)
     env = components.env_factory("train")()
@@ -56,7 +49,7 @@ def demonstrations(components, episodes: int, seed: int = 12345, expert_share: f
         try:
             task_seed = 10_000_000 + seed + i
             if skill_share and rng.random() < skill_share:  # no draw at 0: the plain demonstrations stay as they were
-                pairs += _skill_demonstration(env, cfg, tok, task_seed, thought)
+                pairs += _skill_demonstration(env, cfg, tok, rng, task_seed, thought)
             else:
                 pairs += _demonstration(env, cfg, tok, rng, task_seed, expert_share, thought)
         except Exception as exc:  # an env fault loses this demonstration, not the run
@@ -93,23 +86,49 @@ def _demonstration(env, cfg, tok, rng: random.Random, task_seed: int, expert_sha
     return pairs
 
 
-def _skill_demonstration(env, cfg, tok, task_seed: int, thought: str) -> list[tuple[list[int], list[int]]]:
-    """Expert play of one task, every prompt carrying the oracle's skill for the episode: the actions follow it."""
+def _skill_demonstration(env, cfg, tok, rng: random.Random, task_seed: int,
+                         thought: str) -> list[tuple[list[int], list[int]]]:
+    """One episode of random moves whose every prompt carries a skill, in the oracle's wording, with decision rules
+    for some of the situations the episode meets: a workflow naming its first moves, or an avoidance rule
+    correcting up to three of them. Where a rule names the situation, reading the skill is the only way to the
+    demonstrated move (an expert move could be read off the observation instead, and the block be ignored). The
+    moves are a random function of the situation, so that no two rules of one skill contradict each other."""
     obs = checked_result("reset", env.reset(task_seed))
-    plan = [str(a) for a in env.expert_plan()][:cfg.env.max_steps]
-    skill = workflow_skill(obs.task, plan, wording_rng(f"warmup-{task_seed}"))
+    states, moves, policy = [], [], {}
     history: list[tuple[str, str]] = []
-    pairs = []
-    for step, action in enumerate(plan):
+    for step in range(cfg.env.max_steps):
         state = StepState.after(cfg.env.name, obs, history, cfg.env.history_length, step)
-        think = situation(obs.text) if thought == "observation" else THOUGHTS[step % len(THOUGHTS)]
+        action = policy.setdefault(situation(obs.text), rng.choice(state.admissible))
+        if action not in state.admissible:
+            break
+        states.append(state)
+        moves.append(action)
+        history.append((obs.text, action))
+        before = obs.text
+        obs, _, done, _ = checked_result("step", env.step(action))
+        if done or obs.text == before:  # a move that changed nothing would repeat forever under its rule
+            break
+    skill = _skill_naming(obs.task, [situation(s.observation) for s in states], moves, states[0].admissible, rng,
+                          wording_rng(f"warmup-{task_seed}"))
+    pairs = []
+    for step, (state, action) in enumerate(zip(states, moves)):
+        think = situation(state.observation) if thought == "observation" else THOUGHTS[step % len(THOUGHTS)]
         text = f"<think>{think}</think><action>{action}</action>"
         pairs.append((render(state, tok, skill=skill), tok.encode(text, add_special_tokens=False) + [tok.eos_token_id]))
-        history.append((obs.text, action))
-        obs, _, done, _ = checked_result("step", env.step(action))
-        if done:
-            break
     return pairs
+
+
+def _skill_naming(task: str, situations: list[str], moves: list[str], admissible: list[str], rng: random.Random,
+                  wording: random.Random) -> str:
+    """A workflow over the first situations' moves (half the time), else an avoidance rule correcting up to three
+    of them, each against another admissible action."""
+    rules = list(dict(zip(situations, moves)).items())  # each situation once, in the order met
+    if rng.random() < 0.5:
+        return workflow_skill(task, [m for _, m in rules], [s for s, _ in rules], wording)
+    picked = sorted(rng.sample(range(len(rules)), min(MAX_CORRECTIONS, len(rules))))
+    fixes = [(rules[i][0], rng.choice([a for a in admissible if a != rules[i][1]] or [rules[i][1]]), rules[i][1])
+             for i in picked]
+    return avoidance_skill([corrections(fixes)], wording)
 
 
 def format_warmup(components, progress_factory=None) -> dict:
