@@ -19,8 +19,10 @@ from seed.agent import situation
 from seed.envs.base import Env
 from seed.rollout.types import Episode
 
-MAX_CORRECTIONS = 2  # per failure skill (the core mistake, and one more), and
-MAX_WORKFLOW_MOVES = 4  # per success skill: a skill stays one short instruction
+# A skill stays one short instruction: a failure names the core mistake and at most one more, a success the
+# first moves of the route (longer skills made the 135M analyzer loop until its token limit cut the JSON).
+MAX_CORRECTIONS = 2
+MAX_WORKFLOW_MOVES = 4
 
 
 @dataclass
@@ -29,7 +31,7 @@ class Mistakes:
     invalid_steps: list[int]
     loop: tuple[str, int] | None  # (action, times)
     expert_plan: list[str]  # the full plan from the initial state
-    remaining: list[str]  # what the expert would still do at the end
+    remaining: list[str]  # what the expert would still do at the end (not in the skill: the analyzer looped on it)
     plan_situations: list[str] = field(default_factory=list)  # `situation` before each move of the plan
 
     @property
@@ -107,8 +109,9 @@ def keyed(situation_text: str, action: str) -> str:
 def workflow_skill(task: str, moves: list[str], situations: list[str], rng: random.Random) -> str:
     """The oracle's skill for a success: the expert's shortest route from the start, as decision rules."""
     rules = "; then ".join(keyed(sit, a) for sit, a in zip(situations, moves[:MAX_WORKFLOW_MOVES]))
-    more = "; then go on toward the target" if len(moves) > MAX_WORKFLOW_MOVES else ""
-    return f"{rng.choice(_WORKFLOW_OPENERS)} for '{task}': {rules}{more}. Copy each action exactly from the admissible list."
+    more = "; then keep going toward the goal" if len(moves) > MAX_WORKFLOW_MOVES else ""
+    return (f"{rng.choice(_WORKFLOW_OPENERS)} for '{task}': {rules}{more}. "
+            f"Copy each action exactly from the admissible list.")
 
 
 def oracle_skill(episode: Episode, mistakes: Mistakes) -> tuple[str, str]:

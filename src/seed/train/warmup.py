@@ -10,11 +10,12 @@ random): RL then only has to tie the action to what the model itself just wrote.
 follow the format from the instruction alone (SmolLM2-135M); off in the paper recipes.
 
 Skill following (`skill_share=q`): a share q of the demonstration episodes carries a skill block that the
-demonstrated actions follow: in the oracle's wording, a workflow over the episode's own (random) moves or an
-avoidance rule correcting some of its steps toward the moves taken, numbered like the prompt's steps. A small model otherwise learns the answer format with no skill block in sight and ignores
-one later; SEED's teacher is the same model reading the skill, so its shift is only as informative as the
-model's reading of it. The moves are random on purpose: expert moves can be read off the observation, and with
-them the model learned to ignore the block (benchmarks/RESULTS.md).
+demonstrated actions follow: in the oracle's wording, decision rules keyed by the situations the episode meets —
+a workflow over its first moves, or corrections toward the moves it takes. A small model otherwise learns the
+answer format with no skill block in sight and ignores one later; SEED's teacher is the same model reading the
+skill, so its shift is only as informative as the model's reading of it. The moves are a random function of the
+situation on purpose: an expert move can be read off the observation, and the block would be ignored
+(benchmarks/RESULTS.md, "Teacher signal").
 """
 from __future__ import annotations
 
