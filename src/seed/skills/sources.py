@@ -16,13 +16,12 @@ from typing import Callable
 
 
 from seed.agent import situation
-from seed.envs.base import checked_result
 from seed.models.backend import Sampling
 from seed.models.batching import distinct_rows
 from seed.rollout.types import Episode
 from seed.skills.analyzer import MIN_SKILL_WORDS, Analysis, analysis_prompt, parse_analysis
 from seed.skills.library import read_skill_library
-from seed.skills.teachers import keyed, plan_situations
+from seed.skills.teachers import expert_route, rules
 
 SKILL_SOURCES = ("policy", "teacher", "library", "privileged", "sibling")
 
@@ -109,9 +108,7 @@ class PrivilegedAnalyzer:
         out = []
         for e in episodes:
             try:
-                checked_result("reset", self.env.reset(e.task_seed))
-                plan = [str(m) for m in self.env.expert_plan()]
-                situations = plan_situations(self.env, e.task_seed, limit=len(plan))
+                plan, situations = expert_route(self.env, e.task_seed)
             except Exception as exc:  # an env fault costs this episode its teacher context, not the run
                 out.append(("", unusable(f"expert failed: {type(exc).__name__}: {exc}"[:300])))
                 continue
@@ -119,11 +116,6 @@ class PrivilegedAnalyzer:
             raw = json.dumps({"episode_summary": "", "episode_skill": skill})
             out.append((raw, parse_analysis(raw)))
         return out
-
-
-def rules(situations: list[str], moves: list[str]) -> str:
-    """Moves in order as the skills' decision rules (`seed.skills.teachers.keyed`)."""
-    return "; then ".join(keyed(sit, move) for sit, move in zip(situations, moves))
 
 
 def compact_episode(episode: Episode) -> str:

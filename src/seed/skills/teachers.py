@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from seed.agent import situation
-from seed.envs.base import Env
+from seed.envs.base import Env, checked_result
 from seed.rollout.types import Episode
 
 # A skill stays one short instruction: a failure names the core mistake and at most one more, a success the
@@ -32,7 +32,7 @@ class Mistakes:
     loop: tuple[str, int] | None  # (action, times)
     expert_plan: list[str]  # the full plan from the initial state
     remaining: list[str]  # what the expert would still do at the end (not in the skill: the analyzer looped on it)
-    plan_situations: list[str] = field(default_factory=list)  # `situation` before each move of the plan
+    plan_situations: list[str] = field(default_factory=list)  # before the plan's first moves (successes only)
 
     @property
     def first_deviation(self) -> tuple[int, str, str] | None:
@@ -59,18 +59,22 @@ def find_mistakes(env: Env, episode: Episode) -> Mistakes:
         action, times = Counter(actions).most_common(1)[0]
         if times >= 3:
             loop = (action, times)
-    return Mistakes(deviations, invalid, loop, plan0, env.expert_plan(), plan_situations(env, episode.task_seed))
+    remaining = env.expert_plan()
+    # only a success's skill (the workflow) names the situations along the expert's route
+    situations = expert_route(env, episode.task_seed, MAX_WORKFLOW_MOVES)[1] if episode.won else []
+    return Mistakes(deviations, invalid, loop, plan0, remaining, situations)
 
 
-def plan_situations(env: Env, task_seed: int, limit: int = MAX_WORKFLOW_MOVES) -> list[str]:
-    """The `situation` before each of the first `limit` moves of the expert's plan from the task's start (replayed
-    on `env`)."""
-    obs = env.reset(task_seed)
-    out = []
-    for move in env.expert_plan()[:limit]:
-        out.append(situation(obs.text))
+def expert_route(env: Env, task_seed: int, limit: int | None = None) -> tuple[list[str], list[str]]:
+    """The expert's plan from the task's start, and the `situation` before each of its first `limit` moves
+    (replayed on `env`)."""
+    obs = checked_result("reset", env.reset(task_seed))
+    plan = [str(m) for m in env.expert_plan()]
+    situations = []
+    for move in plan[:limit]:
+        situations.append(situation(obs.text))
         obs = env.step(move)[0]
-    return out
+    return plan, situations
 
 
 def sent_action(step, validity: str) -> str:
@@ -106,11 +110,15 @@ def keyed(situation_text: str, action: str) -> str:
     return f"when '{situation_text.rstrip('.')}', take '{action}'"
 
 
+def rules(situations: list[str], moves: list[str]) -> str:
+    """Moves in order as decision rules: "when '...', take 'down'; then when '...', take 'left'"."""
+    return "; then ".join(keyed(sit, move) for sit, move in zip(situations, moves))
+
+
 def workflow_skill(task: str, moves: list[str], situations: list[str], rng: random.Random) -> str:
     """The oracle's skill for a success: the expert's shortest route from the start, as decision rules."""
-    rules = "; then ".join(keyed(sit, a) for sit, a in zip(situations, moves[:MAX_WORKFLOW_MOVES]))
     more = "; then keep going toward the goal" if len(moves) > MAX_WORKFLOW_MOVES else ""
-    return (f"{rng.choice(_WORKFLOW_OPENERS)} for '{task}': {rules}{more}. "
+    return (f"{rng.choice(_WORKFLOW_OPENERS)} for '{task}': {rules(situations, moves[:MAX_WORKFLOW_MOVES])}{more}. "
             f"Copy each action exactly from the admissible list.")
 
 

@@ -91,9 +91,9 @@ def _skill_demonstration(env, cfg, tok, rng: random.Random, task_seed: int,
                          thought: str) -> list[tuple[list[int], list[int]]]:
     """One episode of random moves whose every prompt carries a skill, in the oracle's wording, with decision rules
     for some of the situations the episode meets: a workflow naming its first moves, or an avoidance rule
-    correcting up to three of them. Where a rule names the situation, reading the skill is the only way to the
-    demonstrated move (an expert move could be read off the observation instead, and the block be ignored). The
-    moves are a random function of the situation, so that no two rules of one skill contradict each other."""
+    correcting a few of them (`MAX_CORRECTIONS`). Where a rule names the situation, reading the skill is the only
+    way to the demonstrated move (an expert move could be read off the observation instead, and the block be
+    ignored). The moves are a random function of the situation, so that no two rules of one skill contradict."""
     obs = checked_result("reset", env.reset(task_seed))
     states, moves, policy = [], [], {}
     history: list[tuple[str, str]] = []
@@ -121,8 +121,8 @@ def _skill_demonstration(env, cfg, tok, rng: random.Random, task_seed: int,
 
 def _skill_naming(task: str, situations: list[str], moves: list[str], admissible: list[str], rng: random.Random,
                   wording: random.Random) -> str:
-    """A workflow over the first situations' moves (half the time), else an avoidance rule correcting up to three
-    of them, each against another admissible action."""
+    """A workflow over the first situations' moves (half the time), else an avoidance rule correcting up to
+    `MAX_CORRECTIONS` of them, each against another admissible action."""
     rules = list(dict(zip(situations, moves)).items())  # each situation once, in the order met
     if rng.random() < 0.5:
         return workflow_skill(task, [m for _, m in rules], [s for s, _ in rules], wording)
