@@ -65,6 +65,7 @@ def main() -> None:
     for name, result in probes.items():
         print(row(name, result))
     summary = {name: {"weights": r.get("weights"), "wall_s": r["wall_s"], "time_s": r["time_s"], "panel": r["panel"],
+                      "scoring": r.get("scoring"), "examples": r.get("examples"),
                       "contexts": {c: {k: v[k] for k in (*METRICS, "by_source") if k in v}
                                    for c, v in r["contexts"].items()}}
                for name, r in probes.items()}

@@ -51,12 +51,16 @@ def test_continuation_keeps_the_policy_thought_and_spans_the_action(comps):
 def test_probe_scores_every_context_and_the_cli_writes_its_json(comps, tmp_path, capsys):
     result = run_probe(comps, n_states=8, group_size=2)
     assert set(result["contexts"]) == set(CONTEXTS)
+    assert result["examples"]["empty"] == [] and 1 <= len(result["examples"]["oracle"]) <= 4
+    assert all(" take '" in text for text in result["examples"]["privileged"])  # the expert's route as rules
     panel = result["panel"]
     assert panel["states"] == 8 and panel["from_expert"] == 4 and panel["from_policy"] == 4
     for name in ("oracle", "privileged", "empty", "shuffled"):  # the oracle writes a skill for every episode
         assert result["contexts"][name]["n"] == 8
     assert result["contexts"]["sibling"]["n"] <= 8
     assert math.isfinite(result["contexts"]["empty"]["expert_delta_mean"])
+    # 7 prompts per state at most (plain + 6 contexts), each scored once, each longer than its continuations
+    assert 8 * 2 * 10 < result["scoring"]["tokens"] and result["scoring"]["tokens_per_s"] > 0
     run = tmp_path / "cli"
     out = tmp_path / "probe.json"
     assert main(["start", "tiny", f"run_dir={run}", "warmup.skill_share=0.5"]) == 0  # the start point alone

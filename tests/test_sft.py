@@ -82,3 +82,34 @@ def test_sft_optimizer_takes_the_official_settings(tmp_path, monkeypatch):
     comps = build_components(cfg, with_reference=False)
     sft_stage(comps, label_stage(comps))
     assert made["betas"] == (0.9, 0.95) and made["weight_decay"] == 0.01 and made["lr"] == cfg.sft.lr
+
+
+def test_format_replay_trains_every_warmup_demonstration_once_per_epoch(tmp_path, monkeypatch):
+    from seed.config import ConfigError
+    from seed.train.warmup import demonstrations
+
+    with pytest.raises(ConfigError, match="sft.format_replay"):
+        load_config("tiny", [f"run_dir={tmp_path}", "warmup.enabled=false", "sft.enabled=true",
+                             "sft.format_replay=true"])
+    load_config("tiny", [f"run_dir={tmp_path}", "warmup.enabled=false", "sft.format_replay=true"])  # no SFT: no replay
+    cfg = load_config("tiny", [f"run_dir={tmp_path}", "label.tasks=2", "label.group_size=2", "sft.epochs=2",
+                               "sft.batch_size=2", "sft.holdout=0", "sft.eval_generations=0", "sft.max_new_tokens=4",
+                               "warmup.enabled=true", "warmup.episodes=3", "sft.format_replay=true"])
+    comps = build_components(cfg, with_reference=False)
+    labels = label_stage(comps)
+    replay = demonstrations(comps, 3, seed=cfg.seed, expert_share=cfg.warmup.expert_share,
+                            thought=cfg.warmup.thought, skill_share=cfg.warmup.skill_share)
+    seen = []
+    real = comps.policy.forward_logps
+
+    def spy(prompts, responses, **kw):
+        if torch.is_grad_enabled():
+            seen.extend(zip(map(tuple, prompts), map(tuple, responses)))
+        return real(prompts, responses, **kw)
+
+    monkeypatch.setattr(comps.policy, "forward_logps", spy)
+    stats = sft_stage(comps, labels)
+    assert stats["sft/replay_examples"] == len(replay) > 0
+    for prompt, response in replay:  # the warm-up's own pairs, each trained once in each of the 2 epochs
+        assert seen.count((tuple(prompt), tuple(response))) == 2
+    assert len(seen) == 2 * (stats["sft/train_examples"] + len(replay))

@@ -86,3 +86,39 @@ def test_privileged_source_gives_the_expert_solution_whatever_the_outcome():
     assert skills[0] == skills[1] and skills[0].startswith(f"A shortest solution from the start: when '{first}', "
                                                            f"take '{plan[0]}'")
     assert skills[0].count(" take '") == len(plan)
+
+
+def test_a_mistake_repeated_in_one_situation_is_corrected_once():
+    env = make("sokoban")
+    for seed in range(50):  # a room where some non-expert move bumps into a wall (nothing changes)
+        start = env.reset(seed).text
+        plan = env.expert_plan()
+        bump = next((a for a in ("up", "down", "left", "right") if a != plan[0]
+                     and env.reset(seed) and env.step(a)[0].text == start), None)
+        if bump:
+            break
+    ep = _play("sokoban", seed, [bump] * 4)
+    m = find_mistakes(make("sokoban"), ep)
+    assert len(m.deviations) == 4  # four wrong moves, all in the start situation
+    skill = parse_analysis(OracleTeacher(lambda: make("sokoban")).label(ep)).skill
+    rule = f"when '{situation(start).rstrip('.')}', take '{plan[0]}', not '{bump}'"
+    assert skill.count(rule) == 1 and skill.count(" take '") == 1
+    assert f"'{bump}' was repeated 4 times" in skill
+
+
+def test_a_success_workflow_is_the_agents_route_without_its_detours():
+    env = make("sokoban")
+    for seed in range(50):  # a room where a non-expert move bumps into a wall before the expert route
+        start = env.reset(seed).text
+        plan = env.expert_plan()
+        bump = next((a for a in ("up", "down", "left", "right") if a != plan[0]
+                     and env.reset(seed) and env.step(a)[0].text == start), None)
+        if bump and 2 <= len(plan) <= 4:
+            break
+    ep = _play("sokoban", seed, [bump] + plan)
+    assert ep.won
+    skill = parse_analysis(OracleTeacher(lambda: make("sokoban")).label(ep)).skill
+    taken = [(situation(s.state.observation).rstrip("."), s.action) for s in ep.steps[1:]]
+    assert skill.count(" take '") == len(plan)  # the bump (step 0) brought nothing closer: no rule for it
+    for sit, move in taken:
+        assert f"when '{sit}', take '{move}'" in skill  # each rule read off the step it was taken in

@@ -181,6 +181,10 @@ class SftConfig:
     holdout: float = _positive(0.1, minimum=0, maximum=0.9, doc="share of labels held out")
     eval_generations: int = _positive(16, minimum=0, doc="held-out prompts generated greedily to measure parse rate")
     max_new_tokens: int = _positive(256, maximum=32768)
+    format_replay: bool = _choice(False, False, True,
+                                  doc="every batch also carries some of the format warm-up's demonstrations (needs "
+                                      "warmup.enabled): a small model that learns to analyse at a high lr otherwise "
+                                      "forgets how to act; off in the paper recipes")
 
 
 @dataclass
@@ -389,6 +393,9 @@ def _check_references(cfg: Config) -> None:
         raise ConfigError(f"config key 'run_dir' = {cfg.run_dir!r} is a file, not a directory")
     _check_model(cfg.model)
     _check_env(cfg.env)
+    if cfg.sft.enabled and cfg.sft.format_replay and not cfg.warmup.enabled:
+        raise ConfigError("config key 'sft.format_replay' = true replays the format warm-up's demonstrations; it needs "
+                          "warmup.enabled = true (allowed otherwise: false)")
     d = cfg.distill
     if d.kind != "none" and d.skill_source == "library":
         if not d.library_path:

@@ -1,7 +1,8 @@
 """Teachers that label episodes for the analyzer warm-up.
 
 `OracleTeacher` needs no network: it replays the episode in a fresh copy of its env next to the env's expert
-(planner / BFS), and writes a workflow from the expert plan for a success, or an avoidance rule from the
+(planner / BFS), and writes a workflow from the moves that brought the goal closer for a success (the agent's
+own route less its detours, so the analyzer can read every rule off the episode), or an avoidance rule from the
 episode's concrete mistakes for a failure: the first step that did not bring the goal closer, invalid actions,
 loops, and the sub-goal never reached. The wording varies (seeded by the episode id) so that an analyzer trained
 on these labels has to read the episode rather than memorise a template.
@@ -32,7 +33,8 @@ class Mistakes:
     loop: tuple[str, int] | None  # (action, times)
     expert_plan: list[str]  # the full plan from the initial state
     remaining: list[str]  # what the expert would still do at the end (not in the skill: the analyzer looped on it)
-    plan_situations: list[str] = field(default_factory=list)  # before the plan's first moves (successes only)
+    progress: list[tuple[str, str]] = field(default_factory=list)  # (situation, move) of each move that brought
+    # the goal one step closer: a move of some shortest route, taken by the agent itself
 
     @property
     def first_deviation(self) -> tuple[int, str, str] | None:
@@ -43,7 +45,7 @@ def find_mistakes(env: Env, episode: Episode) -> Mistakes:
     """Replay `episode` on `env` (reset to its task seed) and compare every step with the expert."""
     env.reset(episode.task_seed)
     plan0 = env.expert_plan()
-    deviations, invalid = [], []
+    deviations, invalid, progress = [], [], []
     for i, step in enumerate(episode.steps):
         before = env.expert_plan()
         if not step.valid:
@@ -53,6 +55,8 @@ def find_mistakes(env: Env, episode: Episode) -> Mistakes:
         after = env.expert_plan()
         if before and len(after) >= len(before):
             deviations.append((i, step.action, before[0]))
+        elif before:
+            progress.append((situation(step.state.observation), step.action))
     actions = [s.action for s in episode.steps if s.valid]
     loop = None
     if actions:
@@ -60,9 +64,10 @@ def find_mistakes(env: Env, episode: Episode) -> Mistakes:
         if times >= 3:
             loop = (action, times)
     remaining = env.expert_plan()
-    # only a success's skill (the workflow) names the situations along the expert's route
-    situations = expert_route(env, episode.task_seed, MAX_WORKFLOW_MOVES)[1] if episode.won else []
-    return Mistakes(deviations, invalid, loop, plan0, remaining, situations)
+    if episode.won and not progress:  # an expert whose plan length says nothing about progress: its own route
+        plan, situations = expert_route(env, episode.task_seed, MAX_WORKFLOW_MOVES)
+        progress = list(zip(situations, plan))
+    return Mistakes(deviations, invalid, loop, plan0, remaining, first_per_situation(progress))
 
 
 def expert_route(env: Env, task_seed: int, limit: int | None = None) -> tuple[list[str], list[str]]:
@@ -116,7 +121,7 @@ def rules(situations: list[str], moves: list[str]) -> str:
 
 
 def workflow_skill(task: str, moves: list[str], situations: list[str], rng: random.Random) -> str:
-    """The oracle's skill for a success: the expert's shortest route from the start, as decision rules."""
+    """The oracle's skill for a success: the moves that brought the goal closer, in order, as decision rules."""
     more = "; then keep going toward the goal" if len(moves) > MAX_WORKFLOW_MOVES else ""
     return (f"{rng.choice(_WORKFLOW_OPENERS)} for '{task}': {rules(situations, moves[:MAX_WORKFLOW_MOVES])}{more}. "
             f"Copy each action exactly from the admissible list.")
@@ -128,11 +133,14 @@ def oracle_skill(episode: Episode, mistakes: Mistakes) -> tuple[str, str]:
     n = len(episode.steps)
     if episode.won:
         summary = f"The agent solved '{episode.task}' in {n} steps."
-        return summary, workflow_skill(episode.task, mistakes.expert_plan, mistakes.plan_situations, rng)
+        # the agent's own route, less its detours: every rule can be read off the episode the analyzer is shown
+        moves, situations = [m for _, m in mistakes.progress], [sit for sit, _ in mistakes.progress]
+        return summary, workflow_skill(episode.task, moves, situations, rng)
     parts = []
     if mistakes.deviations:
-        parts.append(corrections([(situation(episode.steps[i].state.observation), took, wanted)
-                                  for i, took, wanted in mistakes.deviations[:MAX_CORRECTIONS]]))
+        parts.append(corrections(first_per_situation(
+            [(situation(episode.steps[i].state.observation), took, wanted) for i, took, wanted in mistakes.deviations]
+        )[:MAX_CORRECTIONS]))
     if mistakes.invalid_steps:
         parts.append(f"{len(mistakes.invalid_steps)} invalid responses (steps "
                      f"{', '.join(map(str, mistakes.invalid_steps[:4]))}) wasted turns; answer with one admissible "
@@ -144,6 +152,16 @@ def oracle_skill(episode: Episode, mistakes: Mistakes) -> tuple[str, str]:
     rng.shuffle(parts)
     summary = f"The agent failed '{episode.task}' after {n} steps."
     return summary, avoidance_skill(parts, rng)
+
+
+def first_per_situation(items: list[tuple]) -> list[tuple]:
+    """The first of the (situation, ...) items in each situation, in order: one rule per situation. An agent stuck
+    in a loop repeats one mistake, and a rule written twice teaches the analyzer to repeat itself (greedy analyses
+    then loop until the token limit)."""
+    first: dict[str, tuple] = {}
+    for item in items:
+        first.setdefault(item[0], item)
+    return list(first.values())
 
 
 def corrections(mistakes: list[tuple[str, str, str]]) -> str:

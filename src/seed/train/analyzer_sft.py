@@ -4,7 +4,8 @@ Labels: the base policy (no skill) plays training tasks; the teacher writes {"ep
 for every episode; only outputs that parse are kept, and the target is the parsed fields re-serialised as compact
 JSON (what the analyzer should write, not the teacher's wrapping). SFT as verl's SFT trainer: response-only NLL
 averaged per sample, AdamW (0.9, 0.95) with weight decay, linear warm-up then cosine; a held-out split; reports
-held-out loss, the JSON parse rate and skill presence of greedy generations.
+held-out loss, the JSON parse rate and skill presence of greedy generations. With `sft.format_replay` the format
+warm-up's demonstrations ride along in the batches (multi-task SFT), so the policy keeps its answer format.
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from seed.skills.analyzer import analysis_prompt, parse_analysis
 from seed.skills.sources import chat_ids
 from seed.storage import read_jsonl
 from seed.train.optim import guarded_step, warmup_cosine
+from seed.train.warmup import demonstrations
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +119,13 @@ def _is_holdout(episode_id: str, share: float) -> bool:
     return int(hashlib.sha256(episode_id.encode()).hexdigest()[:8], 16) / 0xFFFFFFFF < share
 
 
+def format_replay(components) -> list[tuple[list[int], list[int]]]:
+    """The format warm-up's demonstrations (the same ones: same seed and settings), to replay during analyzer SFT."""
+    cfg, w = components.cfg, components.cfg.warmup
+    return demonstrations(components, w.episodes, seed=cfg.seed, expert_share=w.expert_share, thought=w.thought,
+                          skill_share=w.skill_share)
+
+
 def sft_stage(components, labels: Path, progress_factory=None) -> dict:
     """Analyzer SFT on the labels that parsed; returns held-out loss, parse rate and skill presence."""
     cfg, policy, tok = components.cfg, components.policy, components.tokenizer
@@ -130,6 +139,7 @@ def sft_stage(components, labels: Path, progress_factory=None) -> dict:
               _is_holdout(r["episode_id"], s.holdout)) for r in rows]
     train = [(p, r) for p, r, h in pairs if not h]
     held = [(p, r) for p, r, h in pairs if h] or train[-1:]
+    replay = format_replay(components) if s.format_replay else []
     params = [p for p in policy.model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=s.lr, betas=(s.adam_beta1, s.adam_beta2), weight_decay=s.weight_decay)
     total_steps = s.epochs * -(-len(train) // s.batch_size)
@@ -140,15 +150,20 @@ def sft_stage(components, labels: Path, progress_factory=None) -> dict:
     skipped = 0
     for _ in range(s.epochs):
         rng.shuffle(train)
-        for i in range(0, len(train), s.batch_size):
-            batch = train[i:i + s.batch_size]
+        batches = [train[i:i + s.batch_size] for i in range(0, len(train), s.batch_size)]
+        for k, batch in enumerate(batches):
+            replayed = replay[k::len(batches)]  # each replayed demonstration once per epoch
+            # each sample's token-mean, averaged over the batch; the replayed demonstrations' average is added to it
+            # (L_analysis + L_format), so replay never dilutes the analyzer's own gradient
+            weights = [1 / len(batch)] * len(batch) + [1 / max(1, len(replayed))] * len(replayed)
+            batch = batch + replayed
             opt.zero_grad(set_to_none=True)
             loss_value = 0.0
             # one optimizer step per batch of `sft.batch_size`, accumulated over token-budget micro-batches
             for micro in token_budget_batches([len(p) + len(r) for p, r in batch], cfg.algo.token_budget):
                 logp, mask, _ = policy.forward_logps([batch[j][0] for j in micro], [batch[j][1] for j in micro])
                 per_sample = -(logp * mask).sum(-1) / mask.sum(-1).clamp_min(1.0)
-                loss = per_sample.sum() / len(batch)  # each sample's token-mean, averaged over the batch
+                loss = (per_sample * torch.tensor([weights[j] for j in micro], device=per_sample.device)).sum()
                 loss.backward()
                 loss_value += loss.item()
             skipped += not guarded_step(opt, params, 1.0, loss_value)
@@ -167,7 +182,7 @@ def sft_stage(components, labels: Path, progress_factory=None) -> dict:
     gens = policy.generate([p for p, _ in held[:s.eval_generations]],
                            Sampling(greedy=True, max_new_tokens=s.max_new_tokens, stop=()))
     parsed = [parse_analysis(g.text) for g in gens]
-    return {"sft/train_examples": len(train), "sft/heldout_examples": len(held),
+    return {"sft/train_examples": len(train), "sft/replay_examples": len(replay), "sft/heldout_examples": len(held),
             "sft/heldout_loss": total / max(1, count),
             "sft/parse_rate": sum(a.parsed for a in parsed) / max(1, len(parsed)),
             "sft/skill_presence": sum(a.skill is not None for a in parsed) / max(1, len(parsed)),

@@ -28,6 +28,7 @@ from seed.skills.teachers import OracleTeacher, expert_moves
 
 SCORING_BUDGET = 8192  # padded tokens per no-grad scoring micro-batch
 CONTEXTS = ("policy", "oracle", "sibling", "privileged", "shuffled", "empty")
+EXAMPLES = 4  # context texts per context kept in the result
 
 
 @dataclass
@@ -149,8 +150,9 @@ def continuation(tokenizer, p: ProbeState, action: str) -> tuple[list[int], int,
 
 
 def score_panel(components, panel: list[ProbeState], contexts: dict[str, list[str | None]]
-                ) -> dict[str, list[tuple[float, float] | None]]:
-    """Per context (and `plain`), per state: log-probs of (expert action, sampled action), summed over its tokens."""
+                ) -> tuple[dict[str, list[tuple[float, float] | None]], int]:
+    """Per context (and `plain`), per state: log-probs of (expert action, sampled action), summed over its tokens;
+    and the number of tokens the scoring forwards ran (each distinct prompt once, plus every continuation)."""
     cfg, tok = components.cfg, components.tokenizer
     conts = [(continuation(tok, p, p.expert_action), continuation(tok, p, p.sample.action or "")) for p in panel]
     prompts, responses, keys = [], [], []
@@ -165,13 +167,15 @@ def score_panel(components, panel: list[ProbeState], contexts: dict[str, list[st
                 keys.append((name, i, which))
     budget = max(cfg.algo.token_budget, SCORING_BUDGET)  # no gradients: wider micro-batches fit
     logps = components.scoring_backend().logprobs(prompts, responses, budget)
+    distinct = {tuple(p) for p in prompts}
+    scored_tokens = sum(map(len, distinct)) + sum(map(len, responses))  # what the forwards ran (prompts once)
     out: dict[str, list] = {name: [None] * len(panel) for name in ["plain", *contexts]}
     for (name, i, which), lp in zip(keys, logps):
         _, start, end = conts[i][which]
         pair = list(out[name][i] or (0.0, 0.0))
         pair[which] = sum(lp[start:end])
         out[name][i] = tuple(pair)
-    return out
+    return out, scored_tokens
 
 
 def mean_se(values: list[float]) -> tuple[float, float]:
@@ -223,16 +227,21 @@ def run_probe(components, split: str = "valid_seen", n_states: int = 64, names: 
     t1 = time.perf_counter()
     contexts = panel_contexts(components, split, panel, rollouts, names)
     t2 = time.perf_counter()
-    scores = score_panel(components, panel, contexts)
+    scores, scored_tokens = score_panel(components, panel, contexts)
     t3 = time.perf_counter()
     plain_expert = [s[0] for s in scores["plain"] if s]
     return {
         "contexts": summarise(panel, scores),
+        # what each context says: its first few distinct texts, in panel order (e.g. what the analyzer writes)
+        "examples": {name: list(dict.fromkeys(c for c in per_state if c))[:EXAMPLES]
+                     for name, per_state in contexts.items()},
         "panel": {"split": split, "states": len(panel), "from_expert": sum(p.source == "expert" for p in panel),
                   "from_policy": sum(p.source == "policy" for p in panel),
                   "sampled_is_expert": sum(p.expert_action.lower() == (p.sample.action or "").lower() for p in panel),
                   "plain_expert_logp_mean": mean_se(plain_expert)[0]},
         "time_s": {"panel": t1 - t0, "contexts": t2 - t1, "scoring": t3 - t2, "total": t3 - t0},
+        # the scoring stage is forwards over these tokens: its time is this count over the CPU's throughput
+        "scoring": {"tokens": scored_tokens, "tokens_per_s": scored_tokens / max(t3 - t2, 1e-9)},
     }
 
 
@@ -249,5 +258,7 @@ def format_probe(result: dict) -> str:
     p, t = result["panel"], result["time_s"]
     lines.append(f"panel: {p['states']} states of {p['split']} ({p['from_expert']} from expert play, "
                  f"{p['from_policy']} from the policy's rollouts; sampled = expert in {p['sampled_is_expert']}); "
-                 f"{t['total']:.1f} s")
+                 f"{t['total']:.1f} s (panel {t['panel']:.0f}, contexts {t['contexts']:.0f}, "
+                 f"scoring {t['scoring']:.0f}: {result['scoring']['tokens']} tokens at "
+                 f"{result['scoring']['tokens_per_s']:.0f}/s)")
     return "\n".join(lines)
