@@ -32,7 +32,6 @@ class Mistakes:
     invalid_steps: list[int]
     loop: tuple[str, int] | None  # (action, times)
     expert_plan: list[str]  # the full plan from the initial state
-    remaining: list[str]  # what the expert would still do at the end (not in the skill: the analyzer looped on it)
     progress: list[tuple[str, str]] = field(default_factory=list)  # (situation, move) of each move that brought
     # the goal one step closer: a move of some shortest route, taken by the agent itself
 
@@ -44,30 +43,29 @@ class Mistakes:
 def find_mistakes(env: Env, episode: Episode) -> Mistakes:
     """Replay `episode` on `env` (reset to its task seed) and compare every step with the expert."""
     env.reset(episode.task_seed)
-    plan0 = env.expert_plan()
+    plan0 = before = env.expert_plan()
     deviations, invalid, progress = [], [], []
     for i, step in enumerate(episode.steps):
-        before = env.expert_plan()
         if not step.valid:
             invalid.append(i)
             continue
         env.step(step.action)
-        after = env.expert_plan()
+        after = env.expert_plan()  # one search per step: this state's plan is the next step's `before`
         if before and len(after) >= len(before):
             deviations.append((i, step.action, before[0]))
         elif before:
             progress.append((situation(step.state.observation), step.action))
+        before = after
     actions = [s.action for s in episode.steps if s.valid]
     loop = None
     if actions:
         action, times = Counter(actions).most_common(1)[0]
         if times >= 3:
             loop = (action, times)
-    remaining = env.expert_plan()
     if episode.won and not progress:  # an expert whose plan length says nothing about progress: its own route
         plan, situations = expert_route(env, episode.task_seed, MAX_WORKFLOW_MOVES)
         progress = list(zip(situations, plan))
-    return Mistakes(deviations, invalid, loop, plan0, remaining, first_per_situation(progress))
+    return Mistakes(deviations, invalid, loop, plan0, first_per_situation(progress))
 
 
 def expert_route(env: Env, task_seed: int, limit: int | None = None) -> tuple[list[str], list[str]]:

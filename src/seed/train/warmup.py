@@ -30,7 +30,8 @@ from seed.envs.base import checked_result
 from seed.errors import RunError
 from seed.models.batching import token_budget_batches
 from seed.rollout.types import StepState
-from seed.skills.teachers import MAX_CORRECTIONS, avoidance_skill, corrections, wording_rng, workflow_skill
+from seed.skills.teachers import (MAX_CORRECTIONS, avoidance_skill, corrections, first_per_situation, wording_rng,
+                                  workflow_skill)
 from seed.train.optim import guarded_step
 
 log = logging.getLogger(__name__)
@@ -123,7 +124,7 @@ def _skill_naming(task: str, situations: list[str], moves: list[str], admissible
                   wording: random.Random) -> str:
     """A workflow over the first situations' moves (half the time), else an avoidance rule correcting up to
     `MAX_CORRECTIONS` of them, each against another admissible action."""
-    rules = list(dict(zip(situations, moves)).items())  # each situation once, in the order met
+    rules = first_per_situation(list(zip(situations, moves)))
     if rng.random() < 0.5:
         return workflow_skill(task, [m for _, m in rules], [s for s, _ in rules], wording)
     picked = sorted(rng.sample(range(len(rules)), min(MAX_CORRECTIONS, len(rules))))
