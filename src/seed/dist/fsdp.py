@@ -81,14 +81,21 @@ class DataParallel:
 
     def sum_dict(self, values: dict[str, float]) -> dict[str, float]:
         keys = sorted(values)
-        t = torch.tensor([float(values[k]) for k in keys], dtype=torch.float64)
+        t = torch.tensor([float(values[k]) for k in keys], dtype=torch.float64, device=_collective_device())
         dist.all_reduce(t)
         return dict(zip(keys, t.tolist()))
 
     def all_true(self, flag: bool) -> bool:
-        t = torch.tensor([0.0 if flag else 1.0])
+        t = torch.tensor([0.0 if flag else 1.0], device=_collective_device())
         dist.all_reduce(t)
         return bool(t.item() == 0)
+
+
+def _collective_device() -> torch.device:
+    """Where a reduction's tensor must live: NCCL reduces GPU tensors only, gloo CPU ones."""
+    if dist.get_backend() == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
 
 
 def full_state_dict(model) -> dict[str, torch.Tensor]:
