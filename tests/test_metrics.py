@@ -4,7 +4,7 @@ import sys
 import pytest
 import torch
 
-from seed.train.metrics import rss_mb, trim_heap
+from seed.train.metrics import phase_peak, process_peak_rss_mb, rss_mb, trim_heap
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
@@ -27,3 +27,15 @@ def test_trim_heap_returns_freed_blocks_that_free_alone_keeps_resident():
     assert trim_heap()
     assert rss_mb() < full - 200
     assert survivor.sum() == 16 * 1024
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="resets /proc/self/clear_refs")
+def test_phase_peak_sees_a_transient_allocation_and_the_process_peak_survives_its_resets():
+    stats: dict = {}
+    with phase_peak(stats, "spike"):
+        block = torch.ones(64 * 2**20)  # 256 MB, touched, freed before the phase ends
+        del block
+    with phase_peak(stats, "quiet"):
+        pass
+    assert stats["memory/peak_spike_mb"] > stats["memory/peak_quiet_mb"] + 200
+    assert process_peak_rss_mb() >= stats["memory/peak_spike_mb"]  # the second reset did not forget the spike

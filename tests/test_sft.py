@@ -1,6 +1,7 @@
 """Stage 1 on a tiny model: oracle labels on disk, analyzer SFT with held-out metrics, resumable pipeline."""
 import json
 import math
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from seed.train.analyzer_sft import label_stage, sft_stage
 from seed.skills import parse_analysis
 from seed.train.analyzer_sft import sft_target
 from seed.train.components import build_components
+from seed.train.metrics import read_metrics
 from seed.train.optim import warmup_cosine
 
 
@@ -44,6 +46,14 @@ def test_seed_run_with_label_and_sft_end_to_end(tmp_path):
                  "eval_initial.json", "eval_final.json", "summary.json"):
         assert (run / name).exists(), name
     sft_stats = json.loads((run / "stage_sft.json").read_text())
+    if sys.platform.startswith("linux"):  # each phase's memory high-water mark, and the run's peak above them all
+        summary = json.loads((run / "summary.json").read_text())
+        phases = summary["peak_rss_by_phase_mb"]
+        assert {"warmup", "label", "sft", "eval", "rollout", "distill", "update", "checkpoint"} <= set(phases)
+        assert summary["peak_rss_mb"] + 1 >= max(phases.values()) > 0  # phases are rounded to MB
+        assert sft_stats["memory/peak_sft_mb"] > 0
+        row = [r for r in read_metrics(run) if r["update"] == 1][0]
+        assert row["memory/peak_update_mb"] > 0 and row["memory/peak_distill_mb"] > 0
     assert main(args) == 0  # a second run finds everything done
     assert json.loads((run / "stage_sft.json").read_text()) == sft_stats
 

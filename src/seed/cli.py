@@ -63,9 +63,11 @@ def cmd_eval(args) -> None:
 
 
 def cmd_run(args) -> None:
+    from seed.train.metrics import phase_peaks_mb, process_peak_rss_mb
     from seed.train.pipeline import eval_stage, start_stages, train_stage
 
     t0 = time.time()
+    phase_peaks_mb.clear()  # this run's phases only
     cfg = _config(args)
     comps = _prepared(cfg, args)
     run_dir = Path(cfg.run_dir)
@@ -75,13 +77,16 @@ def cmd_run(args) -> None:
     final = eval_stage(comps, "final")
     summary = {
         "wall_seconds": time.time() - t0,
-        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "peak_rss_mb": max(process_peak_rss_mb(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+        "peak_rss_by_phase_mb": {name: round(mb) for name, mb in phase_peaks_mb.items()},
         "initial": {s: r["overall"] for s, r in initial.items()},
         "final": {s: r["overall"] for s, r in final.items()},
     }
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     print(f"\nrun directory: {run_dir}\nwall time {summary['wall_seconds']:.0f}s, peak RSS "
           f"{summary['peak_rss_mb']:.0f} MB")
+    if summary["peak_rss_by_phase_mb"]:
+        print("peak RSS by phase: " + ", ".join(f"{k} {v} MB" for k, v in summary["peak_rss_by_phase_mb"].items()))
     for split in final:
         i, f = initial[split]["overall"], final[split]["overall"]
         print(f"{split:<14} success {i['success']:.3f} ± {i['se']:.3f}  ->  {f['success']:.3f} ± {f['se']:.3f}")

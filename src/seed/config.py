@@ -127,6 +127,8 @@ class DistillConfig:
     teacher_weights: str = _choice("live", "live", "base", "ema")
     ema_decay: float = _positive(0.99, minimum=0, maximum=1)
     analyzer_max_new_tokens: int = _positive(256, maximum=32768)
+    analyzer_batch_size: int = _positive(16, doc="analyses decoded together: their prompts are whole episodes, so "
+                                                 "the K/V cache of a batch, not the weights, sets the memory peak")
     analyzer_max_prompt_tokens: int = _positive(16384, maximum=1_048_576,
                                                 doc="token budget of the analysis prompt's trajectory")
     min_skill_words: int = _positive(1, doc="shorter skills are unusable (official RL path: any non-empty skill)")

@@ -30,7 +30,7 @@ class DistillStage:
         self.path = Path(cfg.run_dir) / "skills.jsonl"
         if d.skill_source == "policy":
             self.analyzer = PolicyAnalyzer(components.rollout_backend(), components.tokenizer,
-                                           d.analyzer_max_new_tokens, cfg.rollout.generation_batch_size, d.step_skills,
+                                           d.analyzer_max_new_tokens, d.analyzer_batch_size, d.step_skills,
                                            max_prompt_tokens=d.analyzer_max_prompt_tokens,
                                            min_skill_words=d.min_skill_words)
         elif d.skill_source == "teacher":

@@ -6,6 +6,8 @@ import ctypes.util
 import json
 import math
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from seed.storage import read_jsonl
@@ -18,6 +20,49 @@ def rss_mb() -> float:
             return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
     except (OSError, ValueError, IndexError):
         return 0.0
+
+
+_process_peak_mb = 0.0
+phase_peaks_mb: dict[str, float] = {}  # the highest peak of each named phase so far in this process
+
+
+def _high_water_mb() -> float:
+    """VmHWM: the process's peak resident memory since start or since the last reset (Linux; 0.0 elsewhere)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0.0
+
+
+def process_peak_rss_mb() -> float:
+    """The process's peak resident memory, phase resets included (getrusage's maxrss forgets what they reset)."""
+    return max(_process_peak_mb, _high_water_mb())
+
+
+@contextmanager
+def phase_peak(stats: dict, name: str) -> Iterator[None]:
+    """Record the peak RSS of the enclosed phase as `stats["memory/peak_<name>_mb"]`: the high-water mark is reset
+    on entry (/proc/self/clear_refs) and read on exit. Where it cannot be reset, nothing is recorded."""
+    global _process_peak_mb
+    _process_peak_mb = process_peak_rss_mb()
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        reset = True
+    except OSError:
+        reset = False
+    try:
+        yield
+    finally:
+        peak = _high_water_mb()
+        _process_peak_mb = max(_process_peak_mb, peak)
+        if reset and peak:
+            stats[f"memory/peak_{name}_mb"] = peak
+            phase_peaks_mb[name] = max(phase_peaks_mb.get(name, 0.0), peak)
 
 
 def trim_heap() -> bool:

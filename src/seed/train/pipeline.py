@@ -11,7 +11,7 @@ from seed.storage import atomic_write_text, load_verified, save_verified
 from seed.train.checkpoint import (check_finite_weights, load_latest_checkpoint, remove_stale_temporaries,
                                    rng_state, save_checkpoint)
 from seed.train.evaluate import evaluate, format_table
-from seed.train.metrics import MetricsLogger, read_metrics
+from seed.train.metrics import MetricsLogger, phase_peak, read_metrics
 from seed.train.rl import make_optimizer, train, write_jsonl
 
 log = logging.getLogger(__name__)
@@ -97,10 +97,14 @@ def sft_stage_once(components) -> None:
     from seed.train.analyzer_sft import label_stage, sft_stage
 
     def run() -> dict:
-        bar = progress_bar(total=components.cfg.label.tasks, desc="label (tasks)")
-        labels = label_stage(components, progress=bar.update)
-        bar.close()
-        return sft_stage(components, labels, progress_factory=progress_bar)
+        peaks: dict = {}
+        with phase_peak(peaks, "label"):
+            bar = progress_bar(total=components.cfg.label.tasks, desc="label (tasks)")
+            labels = label_stage(components, progress=bar.update)
+            bar.close()
+        with phase_peak(peaks, "sft"):
+            stats = sft_stage(components, labels, progress_factory=progress_bar)
+        return {**stats, **peaks}
 
     _start_stage(components, "sft", run)
 
@@ -111,7 +115,13 @@ def warmup_stage(components) -> None:
         return
     from seed.train.warmup import format_warmup
 
-    _start_stage(components, "warmup", lambda: format_warmup(components, progress_factory=progress_bar))
+    def run() -> dict:
+        peaks: dict = {}
+        with phase_peak(peaks, "warmup"):
+            stats = format_warmup(components, progress_factory=progress_bar)
+        return {**stats, **peaks}
+
+    _start_stage(components, "warmup", run)
 
 
 def start_stages(components) -> None:
@@ -130,7 +140,8 @@ def eval_stage(components, tag: str) -> dict:
         return json.loads(out.read_text())
     cfg = components.cfg
     bar = progress_bar(total=cfg.env.max_steps * len(cfg.eval.splits), desc=f"eval {tag} (turns)")
-    results = evaluate(components, progress=lambda live: bar.update(1))
+    with phase_peak({}, "eval"):
+        results = evaluate(components, progress=lambda live: bar.update(1))
     bar.close()
     for split, r in results.items():
         write_jsonl(run_dir / "eval" / tag / f"{split}.jsonl", r.pop("episodes"))

@@ -117,7 +117,7 @@ def panel_contexts(components, split: str, panel: list[ProbeState], rollouts: li
     if "policy" in names:
         per_episode["policy"] = skills(PolicyAnalyzer(
             components.rollout_backend(), components.tokenizer, d.analyzer_max_new_tokens,
-            cfg.rollout.generation_batch_size, max_prompt_tokens=d.analyzer_max_prompt_tokens,
+            d.analyzer_batch_size, max_prompt_tokens=d.analyzer_max_prompt_tokens,
             min_skill_words=d.min_skill_words))
     if "privileged" in names:
         per_episode["privileged"] = skills(PrivilegedAnalyzer(components.env_factory(split)))

@@ -33,7 +33,7 @@ from seed.errors import NonFiniteError, RunError
 from seed.storage import read_jsonl, write_jsonl_rows
 from seed.train.checkpoint import (load_latest_checkpoint, remove_stale_temporaries, rng_state, save_checkpoint,
                                    set_rng_state)
-from seed.train.metrics import MetricsLogger, rss_mb, trim_heap
+from seed.train.metrics import MetricsLogger, phase_peak, rss_mb, trim_heap
 
 log = logging.getLogger(__name__)
 
@@ -417,18 +417,21 @@ def train(components, progress_factory=None, ranks=None, evaluate_every=None) ->
         t0 = time.perf_counter()
         episodes, batch, stats = [], None, {}
         if main:
-            episodes = collector.collect(components.rollout_backend(), task_seeds_for_update(cfg, update),
-                                         cfg.rollout.group_size, components.rollout_sampling(),
-                                         id_prefix=f"u{update}-")
+            with phase_peak(stats, "rollout"):
+                episodes = collector.collect(components.rollout_backend(), task_seeds_for_update(cfg, update),
+                                             cfg.rollout.group_size, components.rollout_sampling(),
+                                             id_prefix=f"u{update}-")
             stats["time/rollout"] = time.perf_counter() - t0
             _check_some_episode_ran(episodes, update + 1)
             batch = compute_advantages(episodes, cfg)
-            stats.update(distill.run(update + 1, episodes, batch.samples) if distill else {})
+            with phase_peak(stats, "distill"):  # analysis, re-score
+                stats.update(distill.run(update + 1, episodes, batch.samples) if distill else {})
             write_episodes(run_dir, update, episodes)
         batch = ranks.share(batch)  # every rank holds the whole batch
         t1 = time.perf_counter()
         if batch.samples:
-            stats.update(policy_update(components, optimizer, batch, dp=ranks.dp, guard=guard, update=update))
+            with phase_peak(stats, "update"):
+                stats.update(policy_update(components, optimizer, batch, dp=ranks.dp, guard=guard, update=update))
             ranks.after_update(components)
             if distill:
                 distill.after_update()
@@ -448,7 +451,8 @@ def train(components, progress_factory=None, ranks=None, evaluate_every=None) ->
         if done % cfg.train.checkpoint_every == 0 or done == cfg.train.updates:  # every rank takes part
             meta = {"rng": rng_state(), "generator": components.rollout_backend().generator.get_state(),
                     "update": done, "config": redacted(cfg.to_dict()), "skills": _read_text(run_dir / "skills.jsonl")}
-            ranks.save_checkpoint(components, optimizer, run_dir, done, meta, cfg.train.keep_checkpoints)
+            with phase_peak({}, "checkpoint"):
+                ranks.save_checkpoint(components, optimizer, run_dir, done, meta, cfg.train.keep_checkpoints)
         if bar is not None:
             bar.update(1)
             bar.set_postfix(success=f"{stats['rollout/success']:.2f}", invalid=f"{stats['rollout/invalid_rate']:.2f}")
