@@ -48,14 +48,17 @@ def test_failure_names_first_deviation_invalid_steps_and_loop():
     assert len(m.deviations) == 3 and skill.count(" take '") == 2  # the first two wrong moves corrected
 
 
-def test_labels_vary_with_the_episode():
+def test_labels_vary_with_the_episode_but_every_workflow_opens_the_same_way():
+    """The rules differ per episode; the opener does not, so a small analyzer learns where a skill starts (with
+    varied openers it copied the summary into the skill field instead)."""
     env = make("sokoban")
     skills = set()
     for seed in range(6):
         env.reset(seed)
         ep = _play("sokoban", seed, env.expert_plan())
-        skills.add(parse_analysis(OracleTeacher(lambda: make("sokoban")).label(ep)).skill.split(":")[0])
-    assert len(skills) >= 2
+        skills.add(parse_analysis(OracleTeacher(lambda: make("sokoban")).label(ep)).skill)
+    assert len(skills) >= 4
+    assert all(skill.startswith("What works: for ") for skill in skills)
 
 
 def test_oracle_step_skills_name_the_critical_steps():

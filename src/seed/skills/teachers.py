@@ -98,8 +98,10 @@ def expert_moves(env: Env, episode: Episode, validity: str = "format") -> list[s
     return moves
 
 
-_WORKFLOW_OPENERS = ("Workflow:", "Do it in this order:", "What works:", "Plan:")
-_AVOID_OPENERS = ("Avoid this:", "Warning:", "Do not repeat this mistake:", "Watch out:")
+# One opener per outcome. With four each, a 135M analyzer SFT'd on ~15 successes never learned how a workflow
+# begins and copied the episode summary into the skill field instead (every success skill of a default run).
+WORKFLOW_OPENER = "What works:"
+AVOID_OPENER = "Warning:"
 
 
 def wording_rng(episode_id: str) -> random.Random:
@@ -118,10 +120,10 @@ def rules(situations: list[str], moves: list[str]) -> str:
     return "; then ".join(keyed(sit, move) for sit, move in zip(situations, moves))
 
 
-def workflow_skill(task: str, moves: list[str], situations: list[str], rng: random.Random) -> str:
+def workflow_skill(task: str, moves: list[str], situations: list[str]) -> str:
     """The oracle's skill for a success: the moves that brought the goal closer, in order, as decision rules."""
     more = "; then keep going toward the goal" if len(moves) > MAX_WORKFLOW_MOVES else ""
-    return (f"{rng.choice(_WORKFLOW_OPENERS)} for '{task}': {rules(situations, moves[:MAX_WORKFLOW_MOVES])}{more}. "
+    return (f"{WORKFLOW_OPENER} for '{task}': {rules(situations, moves[:MAX_WORKFLOW_MOVES])}{more}. "
             f"Copy each action exactly from the admissible list.")
 
 
@@ -130,10 +132,10 @@ def oracle_skill(episode: Episode, mistakes: Mistakes) -> tuple[str, str]:
     rng = wording_rng(episode.episode_id)
     n = len(episode.steps)
     if episode.won:
-        summary = f"The agent solved '{episode.task}' in {n} steps."
+        summary = f"The agent solved '{episode.task}' in {n} step{'s' * (n != 1)}."
         # the agent's own route, less its detours: every rule can be read off the episode the analyzer is shown
         moves, situations = [m for _, m in mistakes.progress], [sit for sit, _ in mistakes.progress]
-        return summary, workflow_skill(episode.task, moves, situations, rng)
+        return summary, workflow_skill(episode.task, moves, situations)
     parts = []
     if mistakes.deviations:
         parts.append(corrections(first_per_situation(
@@ -148,8 +150,8 @@ def oracle_skill(episode: Episode, mistakes: Mistakes) -> tuple[str, str]:
     if not parts:
         parts.append("the episode ran out of steps before the goal was reached; act toward the goal every step")
     rng.shuffle(parts)
-    summary = f"The agent failed '{episode.task}' after {n} steps."
-    return summary, avoidance_skill(parts, rng)
+    summary = f"The agent failed '{episode.task}' after {n} step{'s' * (n != 1)}."
+    return summary, avoidance_skill(parts)
 
 
 def first_per_situation(items: list[tuple]) -> list[tuple]:
@@ -167,9 +169,9 @@ def corrections(mistakes: list[tuple[str, str, str]]) -> str:
     return "; ".join(f"{keyed(sit, wanted)}, not '{took}'" for sit, took, wanted in mistakes)
 
 
-def avoidance_skill(parts: list[str], rng: random.Random) -> str:
+def avoidance_skill(parts: list[str]) -> str:
     """The oracle's skill for a failure: its parts after one of the avoidance openers."""
-    return f"{rng.choice(_AVOID_OPENERS)} " + "; ".join(parts) + "."
+    return f"{AVOID_OPENER} " + "; ".join(parts) + "."
 
 
 def oracle_step_skills(episode: Episode, mistakes: Mistakes, limit: int) -> dict[int, str]:

@@ -30,7 +30,7 @@ from seed.envs.base import checked_result
 from seed.errors import RunError
 from seed.models.batching import token_budget_batches
 from seed.rollout.types import StepState
-from seed.skills.teachers import (MAX_CORRECTIONS, avoidance_skill, corrections, first_per_situation, wording_rng,
+from seed.skills.teachers import (MAX_CORRECTIONS, avoidance_skill, corrections, first_per_situation,
                                   workflow_skill)
 from seed.train.optim import guarded_step
 
@@ -110,8 +110,7 @@ def _skill_demonstration(env, cfg, tok, rng: random.Random, task_seed: int,
         obs, _, done, _ = checked_result("step", env.step(action))
         if done or obs.text == before:  # a move that changed nothing would repeat forever under its rule
             break
-    skill = _skill_naming(obs.task, [situation(s.observation) for s in states], moves, states[0].admissible, rng,
-                          wording_rng(f"warmup-{task_seed}"))
+    skill = _skill_naming(obs.task, [situation(s.observation) for s in states], moves, states[0].admissible, rng)
     pairs = []
     for step, (state, action) in enumerate(zip(states, moves)):
         think = situation(state.observation) if thought == "observation" else THOUGHTS[step % len(THOUGHTS)]
@@ -120,17 +119,17 @@ def _skill_demonstration(env, cfg, tok, rng: random.Random, task_seed: int,
     return pairs
 
 
-def _skill_naming(task: str, situations: list[str], moves: list[str], admissible: list[str], rng: random.Random,
-                  wording: random.Random) -> str:
+def _skill_naming(task: str, situations: list[str], moves: list[str], admissible: list[str],
+                  rng: random.Random) -> str:
     """A workflow over the first situations' moves (half the time), else an avoidance rule correcting up to
     `MAX_CORRECTIONS` of them, each against another admissible action."""
     rules = first_per_situation(list(zip(situations, moves)))
     if rng.random() < 0.5:
-        return workflow_skill(task, [m for _, m in rules], [s for s, _ in rules], wording)
+        return workflow_skill(task, [m for _, m in rules], [s for s, _ in rules])
     picked = sorted(rng.sample(range(len(rules)), min(MAX_CORRECTIONS, len(rules))))
     fixes = [(rules[i][0], rng.choice([a for a in admissible if a != rules[i][1]] or [rules[i][1]]), rules[i][1])
              for i in picked]
-    return avoidance_skill([corrections(fixes)], wording)
+    return avoidance_skill([corrections(fixes)])
 
 
 def format_warmup(components, progress_factory=None) -> dict:
