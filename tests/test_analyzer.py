@@ -100,3 +100,18 @@ def test_policy_analyzer_decodes_each_distinct_prompt_once(tokenizer):
     assert results[0][0] == results[2][0]  # the repeated episode gets the text of its twin
     alone = generate([chat_ids(tokenizer, analysis_prompt(episodes[1])[0])], analyzer.sampling)[0]
     assert results[1][0] == alone.text  # and the others stay in their place
+
+
+def test_skill_first_asks_for_the_skill_before_the_summary_and_trains_it_first():
+    from seed.train.analyzer_sft import sft_target
+
+    plain, _ = analysis_prompt(_episode(3, won=True))
+    first, _ = analysis_prompt(_episode(3, won=True), skill_first=True)
+    assert plain.index('"episode_summary": "string"') < plain.index('"episode_skill": "string"')
+    assert first.index('"episode_skill": "string"') < first.index('"episode_summary": "string"')
+    assert first.index("1. Write one episode_skill") < first.index("2. Write a concise episode_summary.")
+    assert first.replace("episode_skill", "X").count("X") == plain.replace("episode_skill", "X").count("X")
+    analysis = parse_analysis('{"episode_summary": "Won.", "episode_skill": "Push up."}')
+    target = sft_target(analysis, skill_first=True)
+    assert target == '{"episode_skill": "Push up.", "episode_summary": "Won."}'
+    assert parse_analysis(target) == analysis  # the reader takes either order

@@ -133,6 +133,9 @@ class DistillConfig:
                                                 doc="token budget of the analysis prompt's trajectory")
     min_skill_words: int = _positive(1, doc="shorter skills are unusable (official RL path: any non-empty skill)")
     step_skills: int = _positive(0, minimum=0, doc="OPID-style: up to K step skills per episode (0 = off)")
+    skill_first: bool = field(default=False, metadata={
+        "doc": "the analysis asks for episode_skill before episode_summary (official: summary first); a small "
+               "analyzer otherwise copies the summary it has just written into the skill"})
     expert_signal: bool = field(default=True, metadata={
         "doc": "replay each episode next to the env's expert (where it has one) for the skill-lift metrics"})
 

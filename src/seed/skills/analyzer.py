@@ -30,26 +30,28 @@ def _step_text(i: int, step) -> str:
 
 
 def analysis_prompt(episode: Episode, step_skills: int = 0, max_tokens: int | None = None,
-                    count_tokens: Callable[[str], int] | None = None) -> tuple[str, int]:
+                    count_tokens: Callable[[str], int] | None = None, skill_first: bool = False) -> tuple[str, int]:
     """The analysis request for one finished episode, and how many of its steps had to be left out.
 
     Every step is shown in full (numbered from 0, as the official prompt). Only when the prompt would exceed
     `max_tokens` (counted by `count_tokens`, e.g. a tokenizer's length) are the earliest steps left out, one by one,
-    and the prompt says so: the outcome is decided late, and the skill must fit the analyzer's context."""
+    and the prompt says so: the outcome is decided late, and the skill must fit the analyzer's context.
+    `skill_first` asks for episode_skill before episode_summary (`distill.skill_first`)."""
     steps = [_step_text(i, s) for i, s in enumerate(episode.steps)]
     cut = 0
-    text = _prompt_text(episode, steps, 0, step_skills)
+    text = _prompt_text(episode, steps, 0, step_skills, skill_first)
     if max_tokens is not None and count_tokens is not None:
         while cut < len(steps) - 1 and count_tokens(text) > max_tokens:
             cut += 1
-            text = _prompt_text(episode, steps, cut, step_skills)
+            text = _prompt_text(episode, steps, cut, step_skills, skill_first)
     return text, cut
 
 
-def _prompt_text(episode: Episode, steps: list[str], cut: int, step_skills: int) -> str:
-    fields = ["episode_summary", "episode_skill"] + (["step_skills"] if step_skills else [])
-    tasks = ["Write a concise episode_summary.", _SKILL_WORDING[bool(episode.won)]]
-    shape = '{\n  "episode_summary": "string",\n  "episode_skill": "string"'
+def _prompt_text(episode: Episode, steps: list[str], cut: int, step_skills: int, skill_first: bool = False) -> str:
+    order = [1, 0] if skill_first else [0, 1]
+    fields = [["episode_summary", "episode_skill"][i] for i in order] + (["step_skills"] if step_skills else [])
+    tasks = [["Write a concise episode_summary.", _SKILL_WORDING[bool(episode.won)]][i] for i in order]
+    shape = "{\n" + ",\n".join(f'  "{name}": "string"' for name in fields[:2])
     if step_skills:
         tasks.append(f"Give concise, action-oriented skills for at most {step_skills} critical step(s) as "
                      "entries of step_skills, keyed by step index; use the whole episode to infer them, but phrase "

@@ -35,8 +35,9 @@ class PolicyAnalyzer:
     """SEED's analyzer: the policy itself, greedy, on the rollout engine with the current weights."""
 
     def __init__(self, backend, tokenizer, max_new_tokens: int, batch_size: int, step_skills: int = 0,
-                 max_prompt_tokens: int | None = None, min_skill_words: int = MIN_SKILL_WORDS):
-        self.backend, self.tokenizer, self.step_skills = backend, tokenizer, step_skills
+                 max_prompt_tokens: int | None = None, min_skill_words: int = MIN_SKILL_WORDS,
+                 skill_first: bool = False):
+        self.backend, self.tokenizer, self.step_skills, self.skill_first = backend, tokenizer, step_skills, skill_first
         self.sampling = Sampling(greedy=True, max_new_tokens=max_new_tokens, stop=())
         self.batch_size, self.max_prompt_tokens, self.min_skill_words = batch_size, max_prompt_tokens, min_skill_words
         self.steps_cut = 0  # trajectory steps left out of the last call's prompts to fit max_prompt_tokens
@@ -46,7 +47,7 @@ class PolicyAnalyzer:
         count = (lambda text: len(self.tokenizer.encode(text, add_special_tokens=False)))
         out, self.steps_cut = [], 0
         for e in episodes:
-            text, cut = analysis_prompt(e, self.step_skills, self.max_prompt_tokens, count)
+            text, cut = analysis_prompt(e, self.step_skills, self.max_prompt_tokens, count, self.skill_first)
             self.steps_cut += cut
             out.append(chat_ids(self.tokenizer, text))
         return out

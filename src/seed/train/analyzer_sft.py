@@ -33,9 +33,12 @@ LABEL_SEED_OFFSET = 50_000_000  # label tasks never coincide with RL tasks
 LABEL_MIN_SKILL_WORDS = 5  # an external teacher's skill shorter than this is a failed label (official API path)
 
 
-def sft_target(analysis) -> str:
-    """The analyzer's training target: the parsed analysis as compact JSON (step skills only when present)."""
+def sft_target(analysis, skill_first: bool = False) -> str:
+    """The analyzer's training target: the parsed analysis as compact JSON (step skills only when present), in the
+    order the analysis prompt asks for."""
     out = {"episode_summary": analysis.summary, "episode_skill": analysis.skill}
+    if skill_first:
+        out = {"episode_skill": analysis.skill, "episode_summary": analysis.summary}
     if analysis.step_skills:
         out["step_skills"] = {str(k): v for k, v in analysis.step_skills.items()}
     return json.dumps(out, ensure_ascii=False)
@@ -96,10 +99,11 @@ def label_stage(components, progress=None) -> Path:
                 if raw is None:
                     continue
                 analysis = parse_analysis(raw, LABEL_MIN_SKILL_WORDS, cfg.distill.step_skills, len(e.steps))
-                prompt, _ = analysis_prompt(e, cfg.distill.step_skills, cfg.distill.analyzer_max_prompt_tokens, count)
+                prompt, _ = analysis_prompt(e, cfg.distill.step_skills, cfg.distill.analyzer_max_prompt_tokens, count,
+                                            cfg.distill.skill_first)
                 f.write(json.dumps({"task_seed": e.task_seed, "episode_id": e.episode_id, "task_type": e.task_type,
                                     "outcome": "success" if e.won else "failure", "prompt": prompt, "raw": raw,
-                                    "response": sft_target(analysis) if analysis.skill else raw,
+                                    "response": sft_target(analysis, cfg.distill.skill_first) if analysis.skill else raw,
                                     "parsed": analysis.skill is not None}) + "\n")
         if progress:
             progress(len(seeds))

@@ -32,7 +32,7 @@ class DistillStage:
             self.analyzer = PolicyAnalyzer(components.rollout_backend(), components.tokenizer,
                                            d.analyzer_max_new_tokens, d.analyzer_batch_size, d.step_skills,
                                            max_prompt_tokens=d.analyzer_max_prompt_tokens,
-                                           min_skill_words=d.min_skill_words)
+                                           min_skill_words=d.min_skill_words, skill_first=d.skill_first)
         elif d.skill_source == "teacher":
             self.analyzer = TeacherAnalyzer(OracleTeacher(components.env_factory("train"), d.step_skills),
                                             d.step_skills, min_skill_words=d.min_skill_words)

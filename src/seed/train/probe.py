@@ -118,7 +118,7 @@ def panel_contexts(components, split: str, panel: list[ProbeState], rollouts: li
         per_episode["policy"] = skills(PolicyAnalyzer(
             components.rollout_backend(), components.tokenizer, d.analyzer_max_new_tokens,
             d.analyzer_batch_size, max_prompt_tokens=d.analyzer_max_prompt_tokens,
-            min_skill_words=d.min_skill_words))
+            min_skill_words=d.min_skill_words, skill_first=d.skill_first))
     if "privileged" in names:
         per_episode["privileged"] = skills(PrivilegedAnalyzer(components.env_factory(split)))
     if "sibling" in names:
