@@ -23,8 +23,8 @@ import torch
 
 def main() -> None:
     from seed.dist.fsdp import DataParallel, full_state_dict, init_process_group, shard_policy
-    from seed.models import HFBackend, Sampling, load_tokenizer
     from seed.dist.generation import GenerationWorker
+    from seed.models import HFBackend, Sampling, load_tokenizer
     from seed.models.load import tiny_model
     from seed.rollout.types import StepSample, StepState
     from seed.train.rl import Batch

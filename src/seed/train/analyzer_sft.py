@@ -36,9 +36,8 @@ LABEL_MIN_SKILL_WORDS = 5  # an external teacher's skill shorter than this is a 
 def sft_target(analysis, skill_first: bool = False) -> str:
     """The analyzer's training target: the parsed analysis as compact JSON (step skills only when present), in the
     order the analysis prompt asks for."""
-    out = {"episode_summary": analysis.summary, "episode_skill": analysis.skill}
-    if skill_first:
-        out = {"episode_skill": analysis.skill, "episode_summary": analysis.summary}
+    fields = [("episode_summary", analysis.summary), ("episode_skill", analysis.skill)]
+    out = dict(fields[::-1] if skill_first else fields)
     if analysis.step_skills:
         out["step_skills"] = {str(k): v for k, v in analysis.step_skills.items()}
     return json.dumps(out, ensure_ascii=False)
