@@ -7,7 +7,6 @@ import pytest
 from seed.agent import situation
 from seed.cli import main
 from seed.config import load_config
-from seed.envs import make
 from seed.rollout.types import StepSample, StepState
 from seed.train.components import build_components
 from seed.train.probe import CONTEXTS, ProbeState, continuation, run_probe, summarise
@@ -37,6 +36,11 @@ def test_summary_by_hand():
     assert r["prefers_expert_share"] == 1.0  # where the actions differ the context raised the expert's more
     assert r["by_source"]["expert"] == {"expert_delta_mean": pytest.approx(0.5), "expert_delta_se": 0.0, "n": 1}
     assert r["by_source"]["policy"]["expert_delta_mean"] == pytest.approx(0.8)
+    # the first state's observation ("o") is named by its context's rule, the second's is not
+    texts = {"oracle": ["What works: when 'o', take 'up'.", "when 'other', take 'up'", None]}
+    rule = summarise(panel, scores, texts)["oracle"]["by_rule"]
+    assert rule["named"] == {"expert_delta_mean": pytest.approx(0.5), "expert_delta_se": 0.0, "n": 1}
+    assert rule["not_named"]["expert_delta_mean"] == pytest.approx(0.8) and rule["not_named"]["n"] == 1
 
 
 def test_continuation_keeps_the_policy_thought_and_spans_the_action(comps):
@@ -76,19 +80,13 @@ def test_probe_scores_every_context_and_the_cli_writes_its_json(comps, tmp_path,
     assert main(["probe", "tiny", "--contexts", "nonsense"]) == 1
 
 
-def test_skill_demonstrations_follow_the_skill_in_their_prompt(comps):
-    """Every skilled demonstration's action is what the skill block's rule for its situation names, wherever a
-    rule names it, in the workflow and in the avoidance wording; rules never contradict each other; the plain
-    demonstrations do not change when the share is 0."""
+def _named_and_wordings(tok, skilled) -> tuple[int, set]:
+    """Checks every skilled demonstration's invariants; returns how many of them a rule names, and the wordings."""
     import re
 
-    tok = comps.tokenizer
-    plain = demonstrations(comps, 4, seed=7)
-    skilled = demonstrations(comps, 12, seed=7, skill_share=1.0)
-    assert all("Episode-Level Skill" not in tok.decode(p) for p, _ in plain)
-    assert demonstrations(comps, 4, seed=7, skill_share=0.0) == plain
     named, wordings = 0, set()
-    for p, r in skilled:
+    for p, r, (start, end) in skilled:
+        assert r == tok.encode(tok.decode(r[:-1]), add_special_tokens=False) + [tok.eos_token_id]  # as one text
         text = tok.decode(p)
         assert "Episode-Level Skill" in text
         rules = re.findall(r"when '([^']*)', take '(\w+)'", text)
@@ -96,7 +94,37 @@ def test_skill_demonstrations_follow_the_skill_in_their_prompt(comps):
         wordings.add("workflow" if ", not '" not in text else "avoidance")
         now = situation(text.split("your current observation is:")[1].split("Your admissible")[0]).rstrip(".")
         action = re.search(r"<action>(\w+)</action>", tok.decode(r)).group(1)
+        assert tok.decode(r[start:end]) == action
         if now in dict(rules):
             assert dict(rules)[now] == action
             named += 1
-    assert wordings == {"workflow", "avoidance"} and named >= len(skilled) // 2
+    return named, wordings
+
+
+def test_skill_demonstrations_follow_the_skill_in_their_prompt(comps):
+    """Every skilled demonstration's action is what the skill block's rule for its situation names, wherever a
+    rule names it, in the workflow and in the avoidance wording, also when the skill was written for another room;
+    rules never contradict each other; the plain demonstrations do not change when the shares are 0."""
+    tok = comps.tokenizer
+    plain = demonstrations(comps, 4, seed=7)
+    assert all("Episode-Level Skill" not in tok.decode(p) for p, _, _ in plain)
+    assert demonstrations(comps, 4, seed=7, skill_share=0.0) == plain
+    own = demonstrations(comps, 12, seed=7, skill_share=1.0)
+    assert demonstrations(comps, 12, seed=7, skill_share=1.0, foreign_share=0.0) == own
+    named, wordings = _named_and_wordings(tok, own)
+    assert wordings == {"workflow", "avoidance"} and named >= len(own) // 2
+    foreign = demonstrations(comps, 12, seed=7, skill_share=1.0, foreign_share=1.0)
+    named_foreign, _ = _named_and_wordings(tok, foreign)
+    assert named_foreign / len(foreign) < named / len(own)  # another room's rules name fewer of the states met
+
+
+def test_warmup_weights_only_the_action_tokens_more():
+    import torch
+
+    from seed.train.warmup import token_weights
+
+    mask = torch.tensor([[1.0, 1.0, 1.0, 1.0], [1.0, 1.0, 0.0, 0.0]])
+    weights = token_weights(mask, [(2, 3), (0, 1)], 4.0)
+    assert weights.tolist() == [[1.0, 1.0, 4.0, 1.0], [4.0, 1.0, 0.0, 0.0]]
+    assert mask.tolist() == [[1.0, 1.0, 1.0, 1.0], [1.0, 1.0, 0.0, 0.0]]  # the mask itself is left alone
+    assert torch.equal(token_weights(mask, [(2, 3), (0, 1)], 1.0), mask)  # weight 1: the plain token mean

@@ -120,6 +120,18 @@ def test_format_replay_trains_every_warmup_demonstration_once_per_epoch(tmp_path
     monkeypatch.setattr(comps.policy, "forward_logps", spy)
     stats = sft_stage(comps, labels)
     assert stats["sft/replay_examples"] == len(replay) > 0
-    for prompt, response in replay:  # the warm-up's own pairs, each trained once in each of the 2 epochs
+    for prompt, response, _ in replay:  # the warm-up's own pairs, each trained once in each of the 2 epochs
         assert seen.count((tuple(prompt), tuple(response))) == 2
     assert len(seen) == 2 * (stats["sft/train_examples"] + len(replay))
+
+
+def test_balanced_labels_keep_every_success_and_cap_the_failures():
+    from seed.train.analyzer_sft import balanced
+
+    rows = ([{"episode_id": f"w{i}", "outcome": "success"} for i in range(3)]
+            + [{"episode_id": f"l{i}", "outcome": "failure"} for i in range(20)])
+    assert balanced(rows, 0) == {r["episode_id"] for r in rows}  # 0: all
+    kept = balanced(rows, 2)
+    assert {"w0", "w1", "w2"} <= kept and len(kept) == 3 + 6
+    assert balanced(rows, 2) == kept and balanced(list(reversed(rows)), 2) == kept  # by id, not by order
+    assert len(balanced(rows[3:], 1.5)) == 2  # no success: as if there were one

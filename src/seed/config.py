@@ -186,6 +186,8 @@ class SftConfig:
     holdout: float = _positive(0.1, minimum=0, maximum=0.9, doc="share of labels held out")
     eval_generations: int = _positive(16, minimum=0, doc="held-out prompts generated greedily to measure parse rate")
     max_new_tokens: int = _positive(256, maximum=32768)
+    failures_per_success: float = _positive(0.0, minimum=0, doc="train on at most this many failure labels per "
+                                            "success label (the rest are dropped, by episode id); 0 keeps all")
     format_replay: bool = _choice(False, False, True,
                                   doc="every batch also carries some of the format warm-up's demonstrations (needs "
                                       "warmup.enabled): a small model that learns to analyse at a high lr otherwise "
@@ -211,6 +213,12 @@ class WarmupConfig:
     skill_share: float = _positive(0.0, minimum=0, maximum=1,
                                    doc="share of demonstration episodes whose prompts carry a skill (oracle "
                                        "wording) that names their moves: skill following; off in the paper recipes")
+    foreign_skill_share: float = _positive(0.0, minimum=0, maximum=1,
+                                           doc="share of the skill-carrying demonstrations whose skill was written "
+                                               "for another room: its rules bind only the situations they name")
+    action_weight: float = _positive(1.0, minimum=1, maximum=100,
+                                     doc="weight of the action's tokens in the warm-up loss, relative to the rest of "
+                                         "the response (1 = a plain token mean)")
 
 
 @dataclass

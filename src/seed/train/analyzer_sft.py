@@ -25,11 +25,12 @@ from seed.skills.analyzer import analysis_prompt, parse_analysis
 from seed.skills.sources import chat_ids
 from seed.storage import read_jsonl
 from seed.train.optim import guarded_step, warmup_cosine
-from seed.train.warmup import demonstrations
+from seed.train.warmup import Demonstration, demonstrations, token_weights
 
 log = logging.getLogger(__name__)
 
 LABEL_SEED_OFFSET = 50_000_000  # label tasks never coincide with RL tasks
+NO_SPAN = (0, 0)  # an analysis target: no action tokens to weigh
 LABEL_MIN_SKILL_WORDS = 5  # an external teacher's skill shorter than this is a failed label (official API path)
 
 
@@ -119,14 +120,31 @@ def label_stage(components, progress=None) -> Path:
 
 
 def _is_holdout(episode_id: str, share: float) -> bool:
-    return int(hashlib.sha256(episode_id.encode()).hexdigest()[:8], 16) / 0xFFFFFFFF < share
+    return _id_hash(episode_id) / 0xFFFFFFFF < share
 
 
-def format_replay(components) -> list[tuple[list[int], list[int]]]:
+def balanced(rows: list[dict], failures_per_success: float) -> set[str]:
+    """The episode ids to train on: every success, and at most `failures_per_success` failures per success (all when
+    0), picked by a hash of the id. A policy that wins a few episodes in ten gives the analyzer a few workflows to
+    learn from, and it learns to write warnings only."""
+    ids = [r["episode_id"] for r in rows]
+    if not failures_per_success:
+        return set(ids)
+    wins = [r["episode_id"] for r in rows if r.get("outcome") == "success"]
+    losses = sorted((r["episode_id"] for r in rows if r.get("outcome") != "success"),
+                    key=lambda i: _id_hash(f"balance/{i}"))  # not the hold-out's order
+    return set(wins) | set(losses[:round(failures_per_success * max(1, len(wins)))])
+
+
+def _id_hash(episode_id: str) -> int:
+    return int(hashlib.sha256(episode_id.encode()).hexdigest()[:8], 16)
+
+
+def format_replay(components) -> list[Demonstration]:
     """The format warm-up's demonstrations (the same ones: same seed and settings), to replay during analyzer SFT."""
     cfg, w = components.cfg, components.cfg.warmup
     return demonstrations(components, w.episodes, seed=cfg.seed, expert_share=w.expert_share, thought=w.thought,
-                          skill_share=w.skill_share)
+                          skill_share=w.skill_share, foreign_share=w.foreign_skill_share)
 
 
 def sft_stage(components, labels: Path, progress_factory=None) -> dict:
@@ -140,8 +158,10 @@ def sft_stage(components, labels: Path, progress_factory=None) -> dict:
         raise ValueError(f"{labels}: no label parsed; nothing to train the analyzer on")
     pairs = [(chat_ids(tok, r["prompt"]), tok.encode(r["response"], add_special_tokens=False) + [tok.eos_token_id],
               _is_holdout(r["episode_id"], s.holdout)) for r in rows]
-    train = [(p, r) for p, r, h in pairs if not h]
-    held = [(p, r) for p, r, h in pairs if h] or train[-1:]
+    kept = balanced(rows, s.failures_per_success)
+    train_rows = [(pair, row) for pair, row in zip(pairs, rows) if not pair[2] and row["episode_id"] in kept]
+    train = [Demonstration(p, r, NO_SPAN) for (p, r, _), _ in train_rows]
+    held = [Demonstration(p, r, NO_SPAN) for p, r, h in pairs if h] or train[-1:]
     replay = format_replay(components) if s.format_replay else []
     params = [p for p in policy.model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=s.lr, betas=(s.adam_beta1, s.adam_beta2), weight_decay=s.weight_decay)
@@ -163,9 +183,12 @@ def sft_stage(components, labels: Path, progress_factory=None) -> dict:
             opt.zero_grad(set_to_none=True)
             loss_value = 0.0
             # one optimizer step per batch of `sft.batch_size`, accumulated over token-budget micro-batches
-            for micro in token_budget_batches([len(p) + len(r) for p, r in batch], cfg.algo.token_budget):
-                logp, mask, _ = policy.forward_logps([batch[j][0] for j in micro], [batch[j][1] for j in micro])
-                per_sample = -(logp * mask).sum(-1) / mask.sum(-1).clamp_min(1.0)
+            for micro in token_budget_batches([len(d.prompt) + len(d.response) for d in batch], cfg.algo.token_budget):
+                logp, mask, _ = policy.forward_logps([batch[j].prompt for j in micro],
+                                                     [batch[j].response for j in micro])
+                # a replayed demonstration's action weighs as in the format warm-up; a label has no action span
+                tokens = token_weights(mask, [batch[j].action_span for j in micro], cfg.warmup.action_weight)
+                per_sample = -(logp * tokens).sum(-1) / tokens.sum(-1).clamp_min(1.0)
                 loss = (per_sample * torch.tensor([weights[j] for j in micro], device=per_sample.device)).sum()
                 loss.backward()
                 loss_value += loss.item()
@@ -178,14 +201,16 @@ def sft_stage(components, labels: Path, progress_factory=None) -> dict:
         bar.close()
     with torch.no_grad():
         total, count = 0.0, 0
-        for micro in token_budget_batches([len(p) + len(r) for p, r in held], cfg.algo.token_budget):
-            logp, mask, _ = policy.forward_logps([held[j][0] for j in micro], [held[j][1] for j in micro])
+        for micro in token_budget_batches([len(d.prompt) + len(d.response) for d in held], cfg.algo.token_budget):
+            logp, mask, _ = policy.forward_logps([held[j].prompt for j in micro], [held[j].response for j in micro])
             total += -(logp * mask).sum().item()
             count += int(mask.sum().item())
-    gens = policy.generate([p for p, _ in held[:s.eval_generations]],
+    gens = policy.generate([d.prompt for d in held[:s.eval_generations]],
                            Sampling(greedy=True, max_new_tokens=s.max_new_tokens, stop=()))
     parsed = [parse_analysis(g.text) for g in gens]
-    return {"sft/train_examples": len(train), "sft/replay_examples": len(replay), "sft/heldout_examples": len(held),
+    return {"sft/train_examples": len(train),
+            "sft/train_successes": sum(row.get("outcome") == "success" for _, row in train_rows),
+            "sft/replay_examples": len(replay), "sft/heldout_examples": len(held),
             "sft/heldout_loss": total / max(1, count),
             "sft/parse_rate": sum(a.parsed for a in parsed) / max(1, len(parsed)),
             "sft/skill_presence": sum(a.skill is not None for a in parsed) / max(1, len(parsed)),

@@ -63,7 +63,7 @@ def expert_episode(env, env_name: str, task_seed: int, group: int, history_lengt
 def build_panel(components, split: str, n_states: int, group_size: int = 4, seed: int = 0
                 ) -> tuple[list[ProbeState], list[Episode], list[Episode]]:
     """The panel (half expert-play states, half policy states, drawn with `seed`), and the episodes behind it."""
-    cfg, tok = components.cfg, components.tokenizer
+    cfg = components.cfg
     n_tasks = max(2, math.ceil(n_states / 4))
     seeds = list(range(n_tasks))
     env = components.env_factory(split)()
@@ -104,7 +104,7 @@ def _sample_responses(components, states: list[ProbeState]) -> None:
 def panel_contexts(components, split: str, panel: list[ProbeState], rollouts: list[Episode],
                    names: tuple[str, ...] = CONTEXTS) -> dict[str, list[str | None]]:
     """Per context, per state: the teacher context (None where the context has nothing for that state)."""
-    cfg, d = components.cfg, components.cfg.distill
+    d = components.cfg.distill
     episodes = list({id(p.episode): p.episode for p in panel}.values())
     index = {id(e): i for i, e in enumerate(episodes)}
 
@@ -187,23 +187,33 @@ def mean_se(values: list[float]) -> tuple[float, float]:
     return m, math.sqrt(var / n)
 
 
-def summarise(panel: list[ProbeState], scores: dict[str, list[tuple[float, float] | None]]) -> dict:
+def names_situation(context: str | None, state: StepState) -> bool:
+    """Whether a context has a decision rule keyed by this state's situation (the oracle's wording)."""
+    return bool(context) and f"when '{situation(state.observation).rstrip('.')}'" in context
+
+
+def summarise(panel: list[ProbeState], scores: dict[str, list[tuple[float, float] | None]],
+              contexts: dict[str, list[str | None]] | None = None) -> dict:
     """Per context: mean shift of the expert and of the sampled action (with SE), and over the states where the two
     differ, the share where the context raises the expert action more; `by_source` repeats the expert action's
-    shift for the expert-play and the policy states alone (a context may inform one kind and not the other)."""
+    shift for the expert-play and the policy states alone (a context may inform one kind and not the other), and
+    `by_rule` for the states whose situation the context names in a rule and the rest (given `contexts`): how
+    strongly a rule is followed, apart from how many states a context covers."""
     plain = scores["plain"]
     out = {}
     for name, per_state in scores.items():
         if name == "plain":
             continue
-        expert, sampled, prefers, sources = [], [], [], []
-        for p, base, ctx in zip(panel, plain, per_state):
+        texts = (contexts or {}).get(name, [None] * len(panel))
+        expert, sampled, prefers, sources, named = [], [], [], [], []
+        for p, base, ctx, text in zip(panel, plain, per_state, texts):
             if ctx is None:
                 continue
             e, s = ctx[0] - base[0], ctx[1] - base[1]
             expert.append(e)
             sampled.append(s)
             sources.append(p.source)
+            named.append(names_situation(text, p.sample.state))
             if p.expert_action.lower() != (p.sample.action or "").lower():
                 prefers.append(float(e > s))
         em, ese = mean_se(expert)
@@ -213,10 +223,14 @@ def summarise(panel: list[ProbeState], scores: dict[str, list[tuple[float, float
         for source in ("expert", "policy"):
             m, se = mean_se([e for e, src in zip(expert, sources) if src == source])
             by_source[source] = {"expert_delta_mean": m, "expert_delta_se": se, "n": sources.count(source)}
+        by_rule = {}
+        for key, want in (("named", True), ("not_named", False)):
+            m, se = mean_se([e for e, hit in zip(expert, named) if hit == want])
+            by_rule[key] = {"expert_delta_mean": m, "expert_delta_se": se, "n": named.count(want)}
         out[name] = {"expert_delta_mean": em, "expert_delta_se": ese, "sampled_delta_mean": sm,
                      "sampled_delta_se": sse, "prefers_expert_share": share,
                      "prefers_expert_se": math.sqrt(share * (1 - share) / len(prefers)) if prefers else math.nan,
-                     "n": len(expert), "n_differ": len(prefers), "by_source": by_source}
+                     "n": len(expert), "n_differ": len(prefers), "by_source": by_source, "by_rule": by_rule}
     return out
 
 
@@ -231,7 +245,7 @@ def run_probe(components, split: str = "valid_seen", n_states: int = 64, names: 
     t3 = time.perf_counter()
     plain_expert = [s[0] for s in scores["plain"] if s]
     return {
-        "contexts": summarise(panel, scores),
+        "contexts": summarise(panel, scores, contexts),
         # what each context says: its first few distinct texts, in panel order (e.g. what the analyzer writes)
         "examples": {name: list(dict.fromkeys(c for c in per_state if c))[:EXAMPLES]
                      for name, per_state in contexts.items()},
@@ -247,14 +261,17 @@ def run_probe(components, split: str = "valid_seen", n_states: int = 64, names: 
 
 def format_probe(result: dict) -> str:
     lines = [f"{'context':<12}{'expert Δ':>10}{'± se':>8}{'sampled Δ':>11}{'± se':>8}{'prefers':>9}{'± se':>7}"
-             f"{'n':>5}{'differ':>8}{'expert Δ: expert play':>24}{'policy states':>16}"]
+             f"{'n':>5}{'differ':>8}{'expert Δ: expert play':>24}{'policy states':>16}"
+             f"{'rule named (n)':>22}{'not named (n)':>22}"]
     for name, r in result["contexts"].items():
-        by = r["by_source"]
+        by, rule = r["by_source"], r["by_rule"]
         lines.append(f"{name:<12}{r['expert_delta_mean']:>+10.3f}{r['expert_delta_se']:>8.3f}"
                      f"{r['sampled_delta_mean']:>+11.3f}{r['sampled_delta_se']:>8.3f}"
                      f"{r['prefers_expert_share']:>9.3f}{r['prefers_expert_se']:>7.3f}{r['n']:>5}{r['n_differ']:>8}"
                      f"{by['expert']['expert_delta_mean']:>+14.3f} ± {by['expert']['expert_delta_se']:.3f}"
-                     f"{by['policy']['expert_delta_mean']:>+9.3f} ± {by['policy']['expert_delta_se']:.3f}")
+                     f"{by['policy']['expert_delta_mean']:>+9.3f} ± {by['policy']['expert_delta_se']:.3f}"
+                     + "".join(f"{rule[k]['expert_delta_mean']:>+10.3f} ± {rule[k]['expert_delta_se']:.3f} "
+                               f"({rule[k]['n']:>2})" for k in ("named", "not_named")))
     p, t = result["panel"], result["time_s"]
     lines.append(f"panel: {p['states']} states of {p['split']} ({p['from_expert']} from expert play, "
                  f"{p['from_policy']} from the policy's rollouts; sampled = expert in {p['sampled_is_expert']}); "

@@ -15,12 +15,15 @@ a workflow over its first moves, or corrections toward the moves it takes. A sma
 answer format with no skill block in sight and ignores one later; SEED's teacher is the same model reading the
 skill, so its shift is only as informative as the model's reading of it. The moves are a random function of the
 situation on purpose: an expert move can be read off the observation, and the block would be ignored
-(benchmarks/RESULTS.md, "Teacher signal").
+(benchmarks/RESULTS.md, "Teacher signal"). The answer is ~20 tokens of which the action is one, and the format is
+learnt in the first epoch: `action_weight` weighs the action's tokens above the rest, so that the demonstrations
+keep teaching what decides the move (the skill's rule) once the format is learnt.
 """
 from __future__ import annotations
 
 import logging
 import random
+from typing import NamedTuple
 
 import torch
 
@@ -30,8 +33,14 @@ from seed.envs.base import checked_result
 from seed.errors import RunError
 from seed.models.batching import token_budget_batches
 from seed.rollout.types import StepState
-from seed.skills.teachers import (MAX_CORRECTIONS, avoidance_skill, corrections, first_per_situation,
-                                  workflow_skill)
+from seed.skills.teachers import (
+    MAX_CORRECTIONS,
+    MAX_WORKFLOW_MOVES,
+    avoidance_skill,
+    corrections,
+    first_per_situation,
+    workflow_skill,
+)
 from seed.train.optim import guarded_step
 
 log = logging.getLogger(__name__)
@@ -39,10 +48,27 @@ log = logging.getLogger(__name__)
 THOUGHTS = ("I pick an action.", "Let me try this.", "I move now.")
 
 
+class Demonstration(NamedTuple):
+    prompt: list[int]
+    response: list[int]
+    action_span: tuple[int, int]  # [start, end) of the action's tokens in `response`
+
+
+def answer(tok, think: str, action: str) -> Demonstration:
+    """`<think>…</think><action>…</action>` and the end-of-turn token, with the action's token span (the pieces are
+    encoded apart, as `seed probe` scores an action, so the span is exact)."""
+    head = tok.encode(f"<think>{think}</think><action>", add_special_tokens=False)
+    body = tok.encode(action, add_special_tokens=False)
+    tail = tok.encode("</action>", add_special_tokens=False) + [tok.eos_token_id]  # ends the turn
+    return Demonstration([], head + body + tail, (len(head), len(head) + len(body)))
+
+
 def demonstrations(components, episodes: int, seed: int = 12345, expert_share: float = 0.0,
-                   thought: str = "fixed", skill_share: float = 0.0) -> list[tuple[list[int], list[int]]]:
-    """(prompt ids, response ids) pairs from episodes on the train split (random or, at `expert_share`, expert
-    actions; at `skill_share`, episodes of random moves under a skill that names them)."""
+                   thought: str = "fixed", skill_share: float = 0.0, foreign_share: float = 0.0
+                   ) -> list[Demonstration]:
+    """Demonstrations (prompt ids, response ids, action span) from episodes on the train split (random or, at
+    `expert_share`, expert actions; at `skill_share`, episodes of random moves under a skill that names them, or
+    at `foreign_share` of those, a skill of another room's episode)."""
     cfg, tok = components.cfg, components.tokenizer
     rng = random.Random(seed)
     env = components.env_factory("train")()
@@ -51,7 +77,7 @@ def demonstrations(components, episodes: int, seed: int = 12345, expert_share: f
         try:
             task_seed = 10_000_000 + seed + i
             if skill_share and rng.random() < skill_share:  # no draw at 0: the plain demonstrations stay as they were
-                pairs += _skill_demonstration(env, cfg, tok, rng, task_seed, thought)
+                pairs += _skill_demonstration(env, cfg, tok, rng, task_seed, thought, foreign_share)
             else:
                 pairs += _demonstration(env, cfg, tok, rng, task_seed, expert_share, thought)
         except Exception as exc:  # an env fault loses this demonstration, not the run
@@ -67,8 +93,8 @@ def demonstrations(components, episodes: int, seed: int = 12345, expert_share: f
 
 
 def _demonstration(env, cfg, tok, rng: random.Random, task_seed: int, expert_share: float,
-                   thought: str) -> list[tuple[list[int], list[int]]]:
-    """One demonstration episode's (prompt ids, response ids) pairs; raises if the env misbehaves."""
+                   thought: str) -> list[Demonstration]:
+    """One demonstration episode's demonstrations; raises if the env misbehaves."""
     obs = checked_result("reset", env.reset(task_seed))
     history: list[tuple[str, str]] = []
     pairs = []
@@ -79,8 +105,7 @@ def _demonstration(env, cfg, tok, rng: random.Random, task_seed: int, expert_sha
         expert = env.expert_plan() if rng.random() < expert_share else []
         action = expert[0] if expert else rng.choice(state.admissible)
         think = situation(obs.text) if thought == "observation" else rng.choice(THOUGHTS)
-        text = f"<think>{think}</think><action>{action}</action>"
-        pairs.append((render(state, tok), tok.encode(text, add_special_tokens=False) + [tok.eos_token_id]))  # ends the turn
+        pairs.append(answer(tok, think, action)._replace(prompt=render(state, tok)))
         history.append((obs.text, action))
         obs, _, done, _ = checked_result("step", env.step(action))
         if done:
@@ -88,15 +113,38 @@ def _demonstration(env, cfg, tok, rng: random.Random, task_seed: int, expert_sha
     return pairs
 
 
-def _skill_demonstration(env, cfg, tok, rng: random.Random, task_seed: int,
-                         thought: str) -> list[tuple[list[int], list[int]]]:
+def _skill_demonstration(env, cfg, tok, rng: random.Random, task_seed: int, thought: str,
+                         foreign_share: float = 0.0) -> list[Demonstration]:
     """One episode of random moves whose every prompt carries a skill, in the oracle's wording, with decision rules
-    for some of the situations the episode meets: a workflow naming its first moves, or an avoidance rule
-    correcting a few of them (`MAX_CORRECTIONS`). Where a rule names the situation, reading the skill is the only
-    way to the demonstrated move (an expert move could be read off the observation instead, and the block be
-    ignored). The moves are a random function of the situation, so that no two rules of one skill contradict."""
+    for some situations: a workflow naming the first moves of an episode, or an avoidance rule correcting a few of
+    them (`MAX_CORRECTIONS`). Where a rule names the situation, reading the skill is the only way to the
+    demonstrated move (an expert move could be read off the observation instead, and the block be ignored); where
+    none does, the move is random. At `foreign_share` the skill was written for another room's episode, so most
+    states meet no rule of it: a rule binds only where it names the situation, and a skill about other situations
+    leaves the move alone. The moves are a random function of the situation, so that no two rules contradict."""
+    foreign = None
+    if foreign_share and rng.random() < foreign_share:
+        states, moves, task = _random_walk(env, cfg, rng, task_seed + FOREIGN_SEED_OFFSET, {})
+        foreign = _skill_naming(task, [situation(st.observation) for st in states], moves, states[0].admissible, rng)
+    states, moves, task = _random_walk(env, cfg, rng, task_seed, dict(foreign[1]) if foreign else {})
+    skill, _ = foreign or _skill_naming(task, [situation(st.observation) for st in states], moves,
+                                         states[0].admissible, rng)
+    pairs = []
+    for step, (state, action) in enumerate(zip(states, moves)):
+        think = situation(state.observation) if thought == "observation" else THOUGHTS[step % len(THOUGHTS)]
+        pairs.append(answer(tok, think, action)._replace(prompt=render(state, tok, skill=skill)))
+    return pairs
+
+
+FOREIGN_SEED_OFFSET = 7_919  # the room a foreign skill was written for
+
+
+def _random_walk(env, cfg, rng: random.Random, task_seed: int, policy: dict[str, str]
+                 ) -> tuple[list[StepState], list[str], str]:
+    """Random moves, one per situation (`policy`, pre-filled with the moves some rules bind): the states met,
+    the moves taken, and the task."""
     obs = checked_result("reset", env.reset(task_seed))
-    states, moves, policy = [], [], {}
+    states, moves = [], []
     history: list[tuple[str, str]] = []
     for step in range(cfg.env.max_steps):
         state = StepState.after(cfg.env.name, obs, history, cfg.env.history_length, step)
@@ -110,26 +158,30 @@ def _skill_demonstration(env, cfg, tok, rng: random.Random, task_seed: int,
         obs, _, done, _ = checked_result("step", env.step(action))
         if done or obs.text == before:  # a move that changed nothing would repeat forever under its rule
             break
-    skill = _skill_naming(obs.task, [situation(s.observation) for s in states], moves, states[0].admissible, rng)
-    pairs = []
-    for step, (state, action) in enumerate(zip(states, moves)):
-        think = situation(state.observation) if thought == "observation" else THOUGHTS[step % len(THOUGHTS)]
-        text = f"<think>{think}</think><action>{action}</action>"
-        pairs.append((render(state, tok, skill=skill), tok.encode(text, add_special_tokens=False) + [tok.eos_token_id]))
-    return pairs
+    return states, moves, obs.task
 
 
 def _skill_naming(task: str, situations: list[str], moves: list[str], admissible: list[str],
-                  rng: random.Random) -> str:
+                  rng: random.Random) -> tuple[str, dict[str, str]]:
     """A workflow over the first situations' moves (half the time), else an avoidance rule correcting up to
-    `MAX_CORRECTIONS` of them, each against another admissible action."""
+    `MAX_CORRECTIONS` of them, each against another admissible action; and the move each rule binds, by situation."""
     rules = first_per_situation(list(zip(situations, moves)))
     if rng.random() < 0.5:
-        return workflow_skill(task, [m for _, m in rules], [s for s, _ in rules])
-    picked = sorted(rng.sample(range(len(rules)), min(MAX_CORRECTIONS, len(rules))))
-    fixes = [(rules[i][0], rng.choice([a for a in admissible if a != rules[i][1]] or [rules[i][1]]), rules[i][1])
-             for i in picked]
-    return avoidance_skill([corrections(fixes)])
+        named = rules[:MAX_WORKFLOW_MOVES]
+        return workflow_skill(task, [m for _, m in rules], [s for s, _ in rules]), dict(named)
+    picked = [rules[i] for i in sorted(rng.sample(range(len(rules)), min(MAX_CORRECTIONS, len(rules))))]
+    fixes = [(sit, rng.choice([a for a in admissible if a != move] or [move]), move) for sit, move in picked]
+    return avoidance_skill([corrections(fixes)]), dict(picked)
+
+
+def token_weights(mask: torch.Tensor, action_spans: list[tuple[int, int]], action_weight: float) -> torch.Tensor:
+    """The response mask with each row's action tokens weighted `action_weight`: in a ~20-token answer the action
+    is one token, and under a plain token mean the format, learnt in the first epoch, keeps most of the gradient
+    that reading the skill block needs."""
+    weights = mask.clone()
+    for row, (start, end) in enumerate(action_spans):
+        weights[row, start:end] *= action_weight
+    return weights
 
 
 def format_warmup(components, progress_factory=None) -> dict:
@@ -137,8 +189,8 @@ def format_warmup(components, progress_factory=None) -> dict:
     cfg, policy = components.cfg, components.policy
     w = cfg.warmup
     pairs = demonstrations(components, w.episodes, seed=cfg.seed, expert_share=w.expert_share, thought=w.thought,
-                           skill_share=w.skill_share)
-    longest = max(len(r) for _, r in pairs)
+                           skill_share=w.skill_share, foreign_share=w.foreign_skill_share)
+    longest = max(len(d.response) for d in pairs)
     if longest > cfg.rollout.max_response_tokens:  # the model would learn answers it is never allowed to finish
         raise ConfigError(f"format warm-up responses take up to {longest} tokens, more than "
                          f"rollout.max_response_tokens={cfg.rollout.max_response_tokens}; raise it")
@@ -151,15 +203,16 @@ def format_warmup(components, progress_factory=None) -> dict:
     bar = None
     for epoch in range(w.epochs):
         rng.shuffle(pairs)
-        batches = token_budget_batches([len(p) + len(r) for p, r in pairs], cfg.algo.token_budget)
+        batches = token_budget_batches([len(d.prompt) + len(d.response) for d in pairs], cfg.algo.token_budget)
         rng.shuffle(batches)
         if bar is None and progress_factory:
             batches_per_epoch = len(batches)
             bar = progress_factory(total=batches_per_epoch * w.epochs, desc="format warm-up")
         epoch_losses = []
         for idx in batches:
-            logp, mask, _ = policy.forward_logps([pairs[i][0] for i in idx], [pairs[i][1] for i in idx])
-            loss = -(logp * mask).sum() / mask.sum()
+            logp, mask, _ = policy.forward_logps([pairs[i].prompt for i in idx], [pairs[i].response for i in idx])
+            weights = token_weights(mask, [pairs[i].action_span for i in idx], w.action_weight)
+            loss = -(logp * weights).sum() / weights.sum()
             opt.zero_grad(set_to_none=True)
             loss.backward()
             skipped += not guarded_step(opt, params, 1.0, loss.item())
