@@ -124,7 +124,39 @@ def test_warmup_weights_only_the_action_tokens_more():
     from seed.train.warmup import token_weights
 
     mask = torch.tensor([[1.0, 1.0, 1.0, 1.0], [1.0, 1.0, 0.0, 0.0]])
-    weights = token_weights(mask, [(2, 3), (0, 1)], 4.0)
-    assert weights.tolist() == [[1.0, 1.0, 4.0, 1.0], [4.0, 1.0, 0.0, 0.0]]
+    weights = token_weights(mask, [(2, 3), (0, 1)], [4.0, 2.0])
+    assert weights.tolist() == [[1.0, 1.0, 4.0, 1.0], [2.0, 1.0, 0.0, 0.0]]
     assert mask.tolist() == [[1.0, 1.0, 1.0, 1.0], [1.0, 1.0, 0.0, 0.0]]  # the mask itself is left alone
-    assert torch.equal(token_weights(mask, [(2, 3), (0, 1)], 1.0), mask)  # weight 1: the plain token mean
+    assert torch.equal(token_weights(mask, [(2, 3), (0, 1)], [1.0, 1.0]), mask)  # weight 1: the plain token mean
+
+
+def test_a_skill_walk_moves_like_a_plain_demonstration_where_no_rule_binds(comps):
+    """Off-rule moves are the expert's at `expert_share` where a situation is first met (so a skill about other
+    situations keeps the plain prompt's preference for the expert move; a situation met again repeats its move);
+    a situation some rule binds keeps the rule's move."""
+    import random
+
+    from seed.train.warmup import _random_walk
+
+    def walk(task_seed, policy, expert_share):
+        env = comps.env_factory("train")()
+        states, moves, _ = _random_walk(env, comps.cfg, random.Random(0), task_seed, policy, expert_share)
+        replay = comps.env_factory("train")()
+        replay.reset(task_seed)
+        experts = []
+        for move in moves:
+            experts.append((replay.expert_plan() or [None])[0])  # none once a random move deadlocks
+            replay.step(move)
+        first = {situation(st.observation): i for i, st in reversed(list(enumerate(states)))}.values()
+        return states, [moves[i] for i in sorted(first)], [experts[i] for i in sorted(first)]
+
+    seeds = range(10_000_000, 10_000_012)
+    for task_seed in seeds:
+        _, moves, experts = walk(task_seed, {}, 1.0)
+        assert moves == experts
+    off_expert = sum(m != e for s in seeds for m, e in zip(*walk(s, {}, 0.0)[1:]))
+    assert off_expert > 0  # at share 0 the moves are random
+    states, _, _ = walk(seeds[0], {}, 1.0)
+    bound = {situation(states[0].observation): "left"}
+    _, moves, _ = walk(seeds[0], bound, 1.0)
+    assert moves[0] == "left"

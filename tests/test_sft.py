@@ -9,9 +9,8 @@ import torch
 
 from seed.cli import main
 from seed.config import load_config
-from seed.train.analyzer_sft import label_stage, sft_stage
 from seed.skills import parse_analysis
-from seed.train.analyzer_sft import sft_target
+from seed.train.analyzer_sft import label_stage, sft_stage, sft_target
 from seed.train.components import build_components
 from seed.train.metrics import read_metrics
 from seed.train.optim import warmup_cosine
@@ -135,3 +134,47 @@ def test_balanced_labels_keep_every_success_and_cap_the_failures():
     assert {"w0", "w1", "w2"} <= kept and len(kept) == 3 + 6
     assert balanced(rows, 2) == kept and balanced(list(reversed(rows)), 2) == kept  # by id, not by order
     assert len(balanced(rows[3:], 1.5)) == 2  # no success: as if there were one
+
+
+def test_target_ids_span_the_skill_string_of_the_json():
+    from seed.models.load import load_tokenizer
+    from seed.train.analyzer_sft import NO_SPAN, target_ids
+
+    tok = load_tokenizer(load_config("default", []).model.name)
+    skill = "What works: when 'The box is 1 step up from you', take 'up'."
+    for skill_first in (True, False):
+        analysis = parse_analysis(json.dumps({"episode_summary": "The agent solved it.", "episode_skill": skill}))
+        response = sft_target(analysis, skill_first)
+        ids, (start, end) = target_ids(tok, response, weigh_skill=True)
+        assert ids == tok.encode(response, add_special_tokens=False) + [tok.eos_token_id]
+        spanned = tok.decode(ids[start:end])
+        assert skill in spanned and len(spanned) <= len(skill) + 4  # at most the quote and comma merged into a token
+        assert "agent solved" not in spanned
+        assert target_ids(tok, response, weigh_skill=False) == (ids, NO_SPAN)
+    assert target_ids(tok, "not json", weigh_skill=True)[1] == NO_SPAN
+
+
+def test_skill_weight_teaches_the_skill_tokens_faster(tmp_path):
+    """Same labels, same start, same steps: weighing the skill's tokens lowers their loss more than the plain mean."""
+    from seed.train.analyzer_sft import target_ids
+
+    def skill_nll(weight):
+        cfg = load_config("tiny", [f"run_dir={tmp_path / str(weight)}", "label.tasks=3", "label.group_size=2",
+                                   "sft.epochs=2", "sft.lr=1e-3", "sft.holdout=0", "sft.eval_generations=0",
+                                   "sft.max_new_tokens=4", f"sft.skill_weight={weight}", "warmup.enabled=false"])
+        (tmp_path / str(weight)).mkdir()
+        comps = build_components(cfg, with_reference=False)
+        labels = label_stage(comps)
+        sft_stage(comps, labels)
+        rows = [json.loads(line) for line in labels.read_text().splitlines()]
+        from seed.skills.sources import chat_ids
+
+        total = count = 0.0
+        with torch.no_grad():
+            for r in rows:
+                ids, (start, end) = target_ids(comps.tokenizer, r["response"], weigh_skill=True)
+                logp, _, _ = comps.policy.forward_logps([chat_ids(comps.tokenizer, r["prompt"])], [ids])
+                total, count = total - logp[0, start:end].sum().item(), count + end - start
+        return total / count
+
+    assert skill_nll(8.0) < skill_nll(1.0)

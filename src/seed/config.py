@@ -188,6 +188,9 @@ class SftConfig:
     max_new_tokens: int = _positive(256, maximum=32768)
     failures_per_success: float = _positive(0.0, minimum=0, doc="train on at most this many failure labels per "
                                             "success label (the rest are dropped, by episode id); 0 keeps all")
+    skill_weight: float = _positive(1.0, minimum=1, maximum=100, doc="the episode_skill's tokens weigh this many "
+                                    "times in a label's token mean (1: the official per-sample mean); the skill is "
+                                    "what SEED's teacher reads, and its opener one token in a ~70-token target")
     format_replay: bool = _choice(False, False, True,
                                   doc="every batch also carries some of the format warm-up's demonstrations (needs "
                                       "warmup.enabled): a small model that learns to analyse at a high lr otherwise "

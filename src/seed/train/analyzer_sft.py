@@ -30,7 +30,7 @@ from seed.train.warmup import Demonstration, demonstrations, token_weights
 log = logging.getLogger(__name__)
 
 LABEL_SEED_OFFSET = 50_000_000  # label tasks never coincide with RL tasks
-NO_SPAN = (0, 0)  # an analysis target: no action tokens to weigh
+NO_SPAN = (0, 0)  # no tokens to weigh apart
 LABEL_MIN_SKILL_WORDS = 5  # an external teacher's skill shorter than this is a failed label (official API path)
 
 
@@ -42,6 +42,33 @@ def sft_target(analysis, skill_first: bool = False) -> str:
     if analysis.step_skills:
         out["step_skills"] = {str(k): v for k, v in analysis.step_skills.items()}
     return json.dumps(out, ensure_ascii=False)
+
+
+def target_ids(tok, response: str, weigh_skill: bool) -> tuple[list[int], tuple[int, int]]:
+    """A label's target ids (the end-of-turn token last) and the token span of its episode_skill value (`NO_SPAN`
+    unless `weigh_skill`, or where the target has no skill string)."""
+    if not weigh_skill:
+        return tok.encode(response, add_special_tokens=False) + [tok.eos_token_id], NO_SPAN
+    enc = tok(response, add_special_tokens=False, return_offsets_mapping=True)
+    ids = list(enc["input_ids"]) + [tok.eos_token_id]
+    chars = skill_chars(response)
+    if chars is None:
+        return ids, NO_SPAN
+    inside = [i for i, (a, b) in enumerate(enc["offset_mapping"]) if a < chars[1] and b > chars[0]]
+    return ids, (inside[0], inside[-1] + 1)
+
+
+def skill_chars(response: str) -> tuple[int, int] | None:
+    """[start, end) of the episode_skill string's characters in a JSON target, None where it has none."""
+    try:
+        skill = json.loads(response).get("episode_skill")
+    except (ValueError, AttributeError):
+        return None
+    if not isinstance(skill, str) or not skill:
+        return None
+    key = response.find('"episode_skill"')
+    start = response.find(json.dumps(skill, ensure_ascii=False)[1:-1], key)
+    return None if key < 0 or start < 0 else (start, start + len(json.dumps(skill, ensure_ascii=False)) - 2)
 
 
 def make_teacher(components):
@@ -156,12 +183,13 @@ def sft_stage(components, labels: Path, progress_factory=None) -> dict:
             and isinstance(r.get("response"), str)]
     if not rows:
         raise ValueError(f"{labels}: no label parsed; nothing to train the analyzer on")
-    pairs = [(chat_ids(tok, r["prompt"]), tok.encode(r["response"], add_special_tokens=False) + [tok.eos_token_id],
-              _is_holdout(r["episode_id"], s.holdout)) for r in rows]
+    labels = [Demonstration(chat_ids(tok, r["prompt"]), *target_ids(tok, r["response"], s.skill_weight != 1))
+              for r in rows]
+    held_out = [_is_holdout(r["episode_id"], s.holdout) for r in rows]
     kept = balanced(rows, s.failures_per_success)
-    train_rows = [(pair, row) for pair, row in zip(pairs, rows) if not pair[2] and row["episode_id"] in kept]
-    train = [Demonstration(p, r, NO_SPAN) for (p, r, _), _ in train_rows]
-    held = [Demonstration(p, r, NO_SPAN) for p, r, h in pairs if h] or train[-1:]
+    train_rows = [(d, r) for d, r, h in zip(labels, rows, held_out) if not h and r["episode_id"] in kept]
+    train = [d for d, _ in train_rows]
+    held = [d for d, h in zip(labels, held_out) if h] or train[-1:]
     replay = format_replay(components) if s.format_replay else []
     params = [p for p in policy.model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=s.lr, betas=(s.adam_beta1, s.adam_beta2), weight_decay=s.weight_decay)
@@ -179,15 +207,16 @@ def sft_stage(components, labels: Path, progress_factory=None) -> dict:
             # each sample's token-mean, averaged over the batch; the replayed demonstrations' average is added to it
             # (L_analysis + L_format), so replay never dilutes the analyzer's own gradient
             weights = [1 / len(batch)] * len(batch) + [1 / max(1, len(replayed))] * len(replayed)
-            batch = batch + replayed
+            labelled, batch = len(batch), batch + replayed
             opt.zero_grad(set_to_none=True)
             loss_value = 0.0
             # one optimizer step per batch of `sft.batch_size`, accumulated over token-budget micro-batches
             for micro in token_budget_batches([len(d.prompt) + len(d.response) for d in batch], cfg.algo.token_budget):
                 logp, mask, _ = policy.forward_logps([batch[j].prompt for j in micro],
                                                      [batch[j].response for j in micro])
-                # a replayed demonstration's action weighs as in the format warm-up; a label has no action span
-                tokens = token_weights(mask, [batch[j].action_span for j in micro], cfg.warmup.action_weight)
+                # a replayed demonstration's action weighs as in the format warm-up, a label's skill `skill_weight`
+                tokens = token_weights(mask, [batch[j].key_span for j in micro],
+                                       [s.skill_weight if j < labelled else cfg.warmup.action_weight for j in micro])
                 per_sample = -(logp * tokens).sum(-1) / tokens.sum(-1).clamp_min(1.0)
                 loss = (per_sample * torch.tensor([weights[j] for j in micro], device=per_sample.device)).sum()
                 loss.backward()

@@ -13,9 +13,10 @@ Skill following (`skill_share=q`): a share q of the demonstration episodes carri
 demonstrated actions follow: in the oracle's wording, decision rules keyed by the situations the episode meets —
 a workflow over its first moves, or corrections toward the moves it takes. A small model otherwise learns the
 answer format with no skill block in sight and ignores one later; SEED's teacher is the same model reading the
-skill, so its shift is only as informative as the model's reading of it. The moves are a random function of the
-situation on purpose: an expert move can be read off the observation, and the block would be ignored
-(benchmarks/RESULTS.md, "Teacher signal"). The answer is ~20 tokens of which the action is one, and the format is
+skill, so its shift is only as informative as the model's reading of it. The moves are drawn as in the plain
+demonstrations (mostly random, the expert's at `expert_share`): were they the expert's, they could be read off the
+observation and the block ignored; were they all random, a skill block would also erase the plain prompt's
+preference for the expert's move wherever no rule names the situation (benchmarks/RESULTS.md, "Teacher signal"). The answer is ~20 tokens of which the action is one, and the format is
 learnt in the first epoch: `action_weight` weighs the action's tokens above the rest, so that the demonstrations
 keep teaching what decides the move (the skill's rule) once the format is learnt.
 """
@@ -51,7 +52,7 @@ THOUGHTS = ("I pick an action.", "Let me try this.", "I move now.")
 class Demonstration(NamedTuple):
     prompt: list[int]
     response: list[int]
-    action_span: tuple[int, int]  # [start, end) of the action's tokens in `response`
+    key_span: tuple[int, int]  # [start, end) of the tokens that decide the answer in `response`: the action here
 
 
 def answer(tok, think: str, action: str) -> Demonstration:
@@ -77,7 +78,7 @@ def demonstrations(components, episodes: int, seed: int = 12345, expert_share: f
         try:
             task_seed = 10_000_000 + seed + i
             if skill_share and rng.random() < skill_share:  # no draw at 0: the plain demonstrations stay as they were
-                pairs += _skill_demonstration(env, cfg, tok, rng, task_seed, thought, foreign_share)
+                pairs += _skill_demonstration(env, cfg, tok, rng, task_seed, thought, foreign_share, expert_share)
             else:
                 pairs += _demonstration(env, cfg, tok, rng, task_seed, expert_share, thought)
         except Exception as exc:  # an env fault loses this demonstration, not the run
@@ -114,19 +115,20 @@ def _demonstration(env, cfg, tok, rng: random.Random, task_seed: int, expert_sha
 
 
 def _skill_demonstration(env, cfg, tok, rng: random.Random, task_seed: int, thought: str,
-                         foreign_share: float = 0.0) -> list[Demonstration]:
+                         foreign_share: float = 0.0, expert_share: float = 0.0) -> list[Demonstration]:
     """One episode of random moves whose every prompt carries a skill, in the oracle's wording, with decision rules
     for some situations: a workflow naming the first moves of an episode, or an avoidance rule correcting a few of
     them (`MAX_CORRECTIONS`). Where a rule names the situation, reading the skill is the only way to the
     demonstrated move (an expert move could be read off the observation instead, and the block be ignored); where
-    none does, the move is random. At `foreign_share` the skill was written for another room's episode, so most
-    states meet no rule of it: a rule binds only where it names the situation, and a skill about other situations
-    leaves the move alone. The moves are a random function of the situation, so that no two rules contradict."""
+    none does, the move is drawn as in a plain demonstration (the expert's at `expert_share`, else random), so that a
+    skill block changes the move only where a rule names the situation. At `foreign_share` the skill was written
+    for another room's episode, so most states meet no rule of it. The moves are a function of the situation, so
+    that no two rules contradict."""
     foreign = None
     if foreign_share and rng.random() < foreign_share:
         states, moves, task = _random_walk(env, cfg, rng, task_seed + FOREIGN_SEED_OFFSET, {})
         foreign = _skill_naming(task, [situation(st.observation) for st in states], moves, states[0].admissible, rng)
-    states, moves, task = _random_walk(env, cfg, rng, task_seed, dict(foreign[1]) if foreign else {})
+    states, moves, task = _random_walk(env, cfg, rng, task_seed, dict(foreign[1]) if foreign else {}, expert_share)
     skill, _ = foreign or _skill_naming(task, [situation(st.observation) for st in states], moves,
                                          states[0].admissible, rng)
     pairs = []
@@ -139,16 +141,20 @@ def _skill_demonstration(env, cfg, tok, rng: random.Random, task_seed: int, thou
 FOREIGN_SEED_OFFSET = 7_919  # the room a foreign skill was written for
 
 
-def _random_walk(env, cfg, rng: random.Random, task_seed: int, policy: dict[str, str]
+def _random_walk(env, cfg, rng: random.Random, task_seed: int, policy: dict[str, str], expert_share: float = 0.0
                  ) -> tuple[list[StepState], list[str], str]:
-    """Random moves, one per situation (`policy`, pre-filled with the moves some rules bind): the states met,
-    the moves taken, and the task."""
+    """One move per situation (`policy`, pre-filled with the moves some rules bind; a new situation's move is the
+    expert's at `expert_share`, else random): the states met, the moves taken, and the task."""
     obs = checked_result("reset", env.reset(task_seed))
     states, moves = [], []
     history: list[tuple[str, str]] = []
     for step in range(cfg.env.max_steps):
         state = StepState.after(cfg.env.name, obs, history, cfg.env.history_length, step)
-        action = policy.setdefault(situation(obs.text), rng.choice(state.admissible))
+        key = situation(obs.text)
+        if key not in policy:
+            expert = env.expert_plan() if rng.random() < expert_share else []
+            policy[key] = expert[0] if expert else rng.choice(state.admissible)
+        action = policy[key]
         if action not in state.admissible:
             break
         states.append(state)
@@ -174,13 +180,13 @@ def _skill_naming(task: str, situations: list[str], moves: list[str], admissible
     return avoidance_skill([corrections(fixes)]), dict(picked)
 
 
-def token_weights(mask: torch.Tensor, action_spans: list[tuple[int, int]], action_weight: float) -> torch.Tensor:
-    """The response mask with each row's action tokens weighted `action_weight`: in a ~20-token answer the action
-    is one token, and under a plain token mean the format, learnt in the first epoch, keeps most of the gradient
-    that reading the skill block needs."""
+def token_weights(mask: torch.Tensor, key_spans: list[tuple[int, int]], key_weights: list[float]) -> torch.Tensor:
+    """The response mask with each row's key tokens weighted by its `key_weights` entry: in a ~20-token answer the
+    action is one token, and under a plain token mean the format, learnt in the first epoch, keeps most of the
+    gradient that reading the skill block needs (the analyzer's skill inside its JSON, likewise)."""
     weights = mask.clone()
-    for row, (start, end) in enumerate(action_spans):
-        weights[row, start:end] *= action_weight
+    for row, ((start, end), weight) in enumerate(zip(key_spans, key_weights)):
+        weights[row, start:end] *= weight
     return weights
 
 
@@ -211,7 +217,7 @@ def format_warmup(components, progress_factory=None) -> dict:
         epoch_losses = []
         for idx in batches:
             logp, mask, _ = policy.forward_logps([pairs[i].prompt for i in idx], [pairs[i].response for i in idx])
-            weights = token_weights(mask, [pairs[i].action_span for i in idx], w.action_weight)
+            weights = token_weights(mask, [pairs[i].key_span for i in idx], [w.action_weight] * len(idx))
             loss = -(logp * weights).sum() / weights.sum()
             opt.zero_grad(set_to_none=True)
             loss.backward()
