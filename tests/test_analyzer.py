@@ -1,4 +1,6 @@
 """Analysis prompt and robust JSON parsing."""
+import json
+
 import pytest
 
 from seed.rollout.types import Episode, StepSample, StepState
@@ -115,3 +117,17 @@ def test_skill_first_asks_for_the_skill_before_the_summary_and_trains_it_first()
     target = sft_target(analysis, skill_first=True)
     assert target == '{"episode_skill": "Push up.", "episode_summary": "Won."}'
     assert parse_analysis(target) == analysis  # the reader takes either order
+
+
+def test_a_skill_complete_before_the_token_limit_cut_the_object_is_kept():
+    """A greedy analyzer that writes the skill first and then loops in the summary hits the token limit inside
+    the object: its complete skill string is kept; an unfinished skill, or an object that closes but does not
+    decode, gives none."""
+    skill = "What works: when 'The box is 1 step up from you', take 'up'."
+    cut = json.dumps({"episode_skill": skill, "episode_summary": "What works: when 'The box is"})[:-20]
+    assert parse_analysis(cut).skill == skill and parse_analysis(cut).summary == ""
+    assert parse_analysis(cut + ' "step_skills": {"0": "go up').skill == skill
+    assert parse_analysis('{"episode_skill": "What works: when \'The box').skill is None
+    assert parse_analysis('{"episode_skill": "' + skill + '", "episode_summary": ' + "7" * 5000 + "}").skill is None
+    assert parse_analysis('prose, then {"episode_summary": "x", "episode_skill": "Esc\\"aped rule here."').skill \
+        == 'Esc"aped rule here.'

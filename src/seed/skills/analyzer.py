@@ -160,9 +160,30 @@ def _balanced_objects(text: str) -> list[str]:
 
 
 def _first_json_object(text: str) -> dict | None:
-    """The object that holds `episode_skill`, else the first object found, else None."""
+    """The object that holds `episode_skill`, else one cut off by the token limit after a complete `episode_skill`
+    string, else the first object found, else None."""
     objects = _json_objects(text)
-    return next((o for o in objects if "episode_skill" in o), objects[0] if objects else None)
+    held = next((o for o in objects if "episode_skill" in o), None)
+    return held or _cut_object(text) or (objects[0] if objects else None)
+
+
+_SKILL_STRING = re.compile(r'"episode_skill"\s*:\s*("(?:[^"\\]|\\.)*")')
+
+
+def _cut_object(text: str) -> dict | None:
+    """`{"episode_skill": <its complete string>}` from an object that never closes (the decoding hit its token
+    limit, e.g. in the summary after the skill), else None; an object that closes but does not decode is not cut."""
+    start = text.find("{")
+    if start < 0 or _balanced_objects(text[start:]):
+        return None
+    found = _SKILL_STRING.search(text, start)
+    if found is None:
+        return None
+    try:
+        skill = json.loads(found.group(1), strict=False)
+    except ValueError:
+        return None
+    return {"episode_skill": skill}
 
 
 def parse_analysis(text: str, min_skill_words: int = MIN_SKILL_WORDS, max_step_skills: int = 0,
