@@ -131,6 +131,12 @@ def cmd_report(args) -> None:
 
     run_dir = Path(args.run_dir)
     cfg = load_config(run_dir / "config.yaml")
+    if args.html is not None:
+        from seed.report.page import write_report
+
+        out = write_report(run_dir, load_tokenizer(cfg.model.name), Path(args.html) if args.html else None)
+        print(f"wrote {out} ({out.stat().st_size / 2**20:.1f} MB): open it in a browser")
+        return
     print(update_table(run_dir))
     episode, tokens = top_delta_tokens(run_dir, load_tokenizer(cfg.model.name))
     if episode is not None:
@@ -269,8 +275,10 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--force", action="store_true",
                        help="continue a run directory under a changed config (the old one is kept as config.N.yaml)")
         p.set_defaults(fn=fn)
-    p = sub.add_parser("report", help="per-update table and the tokens the skills shifted most")
+    p = sub.add_parser("report", help="per-update table and the tokens the skills shifted most; --html: a page")
     p.add_argument("run_dir")
+    p.add_argument("--html", nargs="?", const="", default=None, metavar="OUT",
+                   help="write one self-contained HTML report (default OUT: RUN_DIR/report.html)")
     p.set_defaults(fn=cmd_report)
     p = sub.add_parser("export", help="a checkpoint as a plain Hugging Face folder (LoRA merged)")
     p.add_argument("run_dir")
