@@ -15,10 +15,9 @@ import math
 import re
 from pathlib import Path
 
-import yaml
-
 from seed.agent import action_token_mask, render_messages
 from seed.rollout.types import StepState
+from seed.config import load_config
 from seed.skills.analyzer import step_skill_text
 from seed.storage import atomic_write_text, read_jsonl
 from seed.train.metrics import read_metrics
@@ -122,7 +121,7 @@ def overview(run_dir: Path) -> dict:
     metrics = [_finite(r) for r in read_metrics(run_dir)]
     skills = read_jsonl(run_dir / "skills.jsonl") if (run_dir / "skills.jsonl").exists() else []
     stages = {p.stem: _read_json(p) for p in sorted(run_dir.glob("stage_*.json"))}
-    beta = ((yaml.safe_load(config_text) or {}).get("distill") or {}).get("beta", 5.0) if config_text else 5.0
+    beta = load_config(run_dir / "config.yaml").distill.beta  # the gate shown on hover is the update's gate
     return {"run_dir": str(run_dir), "config": config_text, "summary": _read_json(run_dir / "summary.json"),
             "stages": stages, "metrics": metrics, "evals": _evals(run_dir, metrics), "skills": skills,
             "beta": beta}
