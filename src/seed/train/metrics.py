@@ -80,9 +80,12 @@ def trim_heap() -> bool:
 
 
 class MetricsLogger:
-    def __init__(self, run_dir: Path, tensorboard: bool = True):
+    """metrics.jsonl (the record `seed report` reads), and the same rows to TensorBoard and W&B where on."""
+
+    def __init__(self, run_dir: Path, tensorboard: bool = True, wandb=None):
         self.path = Path(run_dir) / "metrics.jsonl"
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._wandb = wandb  # a seed.train.wandb_sink.WandbSink, or None
         self._tb = None
         if tensorboard:
             try:
@@ -101,6 +104,13 @@ class MetricsLogger:
                 if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
                     self._tb.add_scalar(k, v, update)
             self._tb.flush()
+        if self._wandb is not None:
+            self._wandb.log(update, values)
+
+    def log_episodes(self, update: int, episodes: list) -> None:
+        """A sample of the update's episodes with their skills, where a sink shows tables (W&B)."""
+        if self._wandb is not None:
+            self._wandb.log_episodes(update, episodes)
 
     def close(self) -> None:
         if self._tb is not None:

@@ -13,6 +13,8 @@ from seed.train.checkpoint import (check_finite_weights, load_latest_checkpoint,
 from seed.train.evaluate import evaluate, format_table
 from seed.train.metrics import MetricsLogger, phase_peak, read_metrics
 from seed.train.rl import make_optimizer, train, write_jsonl
+from seed.train.wandb_sink import finish as finish_wandb
+from seed.train.wandb_sink import open_sink
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +38,7 @@ def prepare_run_dir(cfg: Config, force: bool = False) -> Path:
     run_dir.mkdir(parents=True, exist_ok=True)
     remove_stale_temporaries(run_dir)
     save_config(cfg, run_dir / "config.yaml")
+    open_sink(cfg)  # W&B, where on, starts (or fails) before any work
     return run_dir
 
 
@@ -71,7 +74,7 @@ def _start_stage(components, name: str, fn) -> None:
     latest, state = load_latest_checkpoint(run_dir)
     stages = dict(state.get("start_stages", {})) if state is not None else {}
     if name in stages:  # killed after the start point was saved: record the stage, do not run it again
-        _record_stage(run_dir, name, stages[name])
+        _record_stage(components.cfg, name, stages[name])
         return
     if latest is not None and latest.name != "update_00000.pt":
         return  # RL has started: start stages are over
@@ -79,14 +82,15 @@ def _start_stage(components, name: str, fn) -> None:
         components.policy.model.load_state_dict(state["model"])
     stats = fn()
     _save_start_point(components, {**stages, name: stats})
-    _record_stage(run_dir, name, stats)
+    _record_stage(components.cfg, name, stats)
     log.info("%s: %s", name, stats)
 
 
-def _record_stage(run_dir: Path, name: str, stats: dict) -> None:
+def _record_stage(cfg: Config, name: str, stats: dict) -> None:
     """The stage's metrics row at update 0 (once) and its marker file."""
+    run_dir = Path(cfg.run_dir)
     if not any(r.get("update") == 0 and set(stats) <= set(r) for r in read_metrics(run_dir)):
-        MetricsLogger(run_dir, tensorboard=False).log(0, stats)
+        MetricsLogger(run_dir, tensorboard=False, wandb=open_sink(cfg)).log(0, stats)
     atomic_write_text(run_dir / f"stage_{name}.json", json.dumps(stats, indent=2))
 
 
@@ -145,6 +149,12 @@ def eval_stage(components, tag: str) -> dict:
     bar.close()
     for split, r in results.items():
         write_jsonl(run_dir / "eval" / tag / f"{split}.jsonl", r.pop("episodes"))
+    sink = open_sink(cfg)
+    if sink is not None:  # initial at step 0, final after the last update, update_N at N
+        steps = {"initial": 0, "final": cfg.train.updates}
+        step = steps[tag] if tag in steps else int(tag.rsplit("_", 1)[-1])
+        sink.log(step, {f"eval/{split}/{k}": v for split, r in results.items()
+                        for k, v in r["overall"].items()})
     tmp = out.with_suffix(".tmp")
     tmp.write_text(json.dumps(results, indent=2))
     tmp.replace(out)
@@ -182,6 +192,7 @@ def train_stage(components) -> int:
     if components.cfg.dist.train_processes > 1:  # FSDP2 ranks train; this process then holds the result
         from seed.dist.fsdp import train_data_parallel
 
+        finish_wandb()  # rank 0 continues the W&B run; this process resumes it afterwards
         train_data_parallel(str(Path(components.cfg.run_dir) / "config.yaml"), components.cfg.dist.train_processes)
         return load_latest_weights(components)
     return train(components, progress_factory=progress_bar, evaluate_every=lambda u: periodic_eval(components, u))

@@ -34,6 +34,7 @@ from seed.storage import read_jsonl, write_jsonl_rows
 from seed.train.checkpoint import (load_latest_checkpoint, remove_stale_temporaries, rng_state, save_checkpoint,
                                    set_rng_state)
 from seed.train.metrics import MetricsLogger, phase_peak, rss_mb, trim_heap
+from seed.train.wandb_sink import open_sink
 
 log = logging.getLogger(__name__)
 
@@ -404,7 +405,7 @@ def train(components, progress_factory=None, ranks=None, evaluate_every=None) ->
     if main:
         for name in ("metrics.jsonl", "skills.jsonl"):  # rows of updates the checkpoint does not hold are redone
             _drop_rows_after(run_dir / name, start)
-    metrics = MetricsLogger(run_dir) if main else None
+    metrics = MetricsLogger(run_dir, cfg.logging.tensorboard, open_sink(cfg)) if main else None
     distill = None
     if cfg.distill.kind != "none" and main:
         from seed.train.distill import DistillStage
@@ -427,6 +428,7 @@ def train(components, progress_factory=None, ranks=None, evaluate_every=None) ->
             with phase_peak(stats, "distill"):  # analysis, re-score
                 stats.update(distill.run(update + 1, episodes, batch.samples) if distill else {})
             write_episodes(run_dir, update, episodes)
+            metrics.log_episodes(update + 1, episodes)
         batch = ranks.share(batch)  # every rank holds the whole batch
         t1 = time.perf_counter()
         if batch.samples:
