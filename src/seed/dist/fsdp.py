@@ -297,11 +297,15 @@ def _train_rank(rank: int, world: int, config_path: str) -> None:
     from seed.train.components import build_components
     from seed.train.pipeline import load_reference, progress_bar
     from seed.train.rl import train
+    from seed.train.wandb_sink import finish
 
     cfg = load_config(config_path)
     components = build_components(cfg)
     load_reference(components)
-    train(components, progress_factory=progress_bar if rank == 0 else None, ranks=FSDPRanks())
+    try:
+        train(components, progress_factory=progress_bar if rank == 0 else None, ranks=FSDPRanks())
+    finally:
+        finish()  # rank 0 logged to W&B (where on): its run ends before the parent resumes it
 
 
 def train_data_parallel(config_path: str, processes: int) -> None:
