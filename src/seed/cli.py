@@ -63,12 +63,13 @@ def cmd_eval(args) -> None:
 
 
 def cmd_run(args) -> None:
-    from seed.train.metrics import phase_peaks_mb, process_peak_rss_mb
+    from seed.train.metrics import phase_peaks_mb, phase_seconds, process_peak_rss_mb
     from seed.train.pipeline import eval_stage, start_stages, train_stage
     from seed.train.wandb_sink import open_sink
 
     t0 = time.time()
     phase_peaks_mb.clear()  # this run's phases only
+    phase_seconds.clear()
     cfg = _config(args)
     comps = _prepared(cfg, args)
     run_dir = Path(cfg.run_dir)
@@ -80,6 +81,7 @@ def cmd_run(args) -> None:
         "wall_seconds": time.time() - t0,
         "peak_rss_mb": max(process_peak_rss_mb(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
         "peak_rss_by_phase_mb": {name: round(mb) for name, mb in phase_peaks_mb.items()},
+        "seconds_by_phase": {name: round(s, 1) for name, s in phase_seconds.items()},
         "initial": {s: r["overall"] for s, r in initial.items()},
         "final": {s: r["overall"] for s, r in final.items()},
     }

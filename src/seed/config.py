@@ -38,6 +38,9 @@ class ModelConfig:
     device: str = _choice("cpu", "cpu", "cuda")
     precision: str = _choice("auto", "auto", "bf16", "fp32", doc="auto = bf16 autocast where the hardware has it")
     lora: dict | None = None  # e.g. {r: 16, lora_alpha: 32, target_modules: [q_proj, v_proj]}
+    activation_checkpointing: bool = _choice(False, False, True,
+                                             doc="training forwards keep each decoder layer's input only and recompute "
+                                                 "the rest in backward: less memory, more compute; same gradients")
 
 
 @dataclass
@@ -582,7 +585,7 @@ def save_config(cfg: Config, path: Path) -> None:
 FIXED_KEYS = ("seed", "model.name", "model.lora", "env.name", "env.kwargs", "env.task_types",
               "rollout.tasks_per_update")
 # Keys that say how long, or where, a run goes on, not what it computes: may change on every resume.
-FREE_KEYS = ("run_dir", "train.updates", "train.checkpoint_every", "train.keep_checkpoints", "env.workers",
+FREE_KEYS = ("run_dir", "model.activation_checkpointing", "train.updates", "train.checkpoint_every", "train.keep_checkpoints", "env.workers",
              "env.step_timeout", "model.device", "dist.ray_address", "dist.train_processes", "generation.backend",
              "generation.workers", "generation.gpu_memory_utilization", "generation.gpus_per_worker",
              "logging.tensorboard", "logging.wandb.project", "logging.wandb.entity", "logging.wandb.mode",

@@ -13,6 +13,7 @@ from seed.config import Config
 from seed.dist.env_pool import make_env_pool
 from seed.envs import make
 from seed.models import HFBackend, Sampling, load_model, load_tokenizer
+from seed.models.checkpointing import enable_activation_checkpointing
 from seed.rollout.collector import Collector, RolloutSettings
 
 
@@ -107,4 +108,6 @@ def build_components(cfg: Config, with_reference: bool = True) -> Components:
         for p in ref_model.parameters():
             p.requires_grad_(False)
         reference = HFBackend(ref_model, tok, device=cfg.model.device, precision=cfg.model.precision, seed=cfg.seed)
+    if cfg.model.activation_checkpointing:  # after the reference copy: only the trained model recomputes
+        enable_activation_checkpointing(model)
     return Components(cfg, tok, policy, reference)

@@ -6,6 +6,7 @@ import ctypes.util
 import json
 import math
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,6 +25,7 @@ def rss_mb() -> float:
 
 _process_peak_mb = 0.0
 phase_peaks_mb: dict[str, float] = {}  # the highest peak of each named phase so far in this process
+phase_seconds: dict[str, float] = {}  # the seconds spent in each named phase so far in this process
 
 
 def _high_water_mb() -> float:
@@ -46,9 +48,11 @@ def process_peak_rss_mb() -> float:
 @contextmanager
 def phase_peak(stats: dict, name: str) -> Iterator[None]:
     """Record the peak RSS of the enclosed phase as `stats["memory/peak_<name>_mb"]`: the high-water mark is reset
-    on entry (/proc/self/clear_refs) and read on exit. Where it cannot be reset, nothing is recorded."""
+    on entry (/proc/self/clear_refs) and read on exit. Where it cannot be reset, nothing is recorded. The phase's
+    seconds add up in `phase_seconds`."""
     global _process_peak_mb
     _process_peak_mb = process_peak_rss_mb()
+    start = time.perf_counter()
     try:
         with open("/proc/self/clear_refs", "w") as f:
             f.write("5")
@@ -58,6 +62,7 @@ def phase_peak(stats: dict, name: str) -> Iterator[None]:
     try:
         yield
     finally:
+        phase_seconds[name] = phase_seconds.get(name, 0.0) + time.perf_counter() - start
         peak = _high_water_mb()
         _process_peak_mb = max(_process_peak_mb, peak)
         if reset and peak:
