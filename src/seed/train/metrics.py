@@ -52,6 +52,7 @@ def phase_peak(stats: dict, name: str) -> Iterator[None]:
     seconds add up in `phase_seconds`."""
     global _process_peak_mb
     _process_peak_mb = process_peak_rss_mb()
+    trim_heap()  # what earlier phases freed goes back to the OS, so it is not counted as this phase's peak
     start = time.perf_counter()
     try:
         with open("/proc/self/clear_refs", "w") as f:
