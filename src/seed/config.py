@@ -585,8 +585,8 @@ def save_config(cfg: Config, path: Path) -> None:
 FIXED_KEYS = ("seed", "model.name", "model.lora", "env.name", "env.kwargs", "env.task_types",
               "rollout.tasks_per_update")
 # Keys that say how long, or where, a run goes on, not what it computes: may change on every resume.
-FREE_KEYS = ("run_dir", "model.activation_checkpointing", "train.updates", "train.checkpoint_every", "train.keep_checkpoints", "env.workers",
-             "env.step_timeout", "model.device", "dist.ray_address", "dist.train_processes", "generation.backend",
+FREE_KEYS = ("run_dir", "train.updates", "train.checkpoint_every", "train.keep_checkpoints", "env.workers",
+             "env.step_timeout", "model.activation_checkpointing", "model.device", "dist.ray_address", "dist.train_processes", "generation.backend",
              "generation.workers", "generation.gpu_memory_utilization", "generation.gpus_per_worker",
              "logging.tensorboard", "logging.wandb.project", "logging.wandb.entity", "logging.wandb.mode",
              "logging.wandb.episodes")

@@ -85,6 +85,12 @@ def trim_heap() -> bool:
     return True
 
 
+def finite_numbers(values: dict) -> dict[str, float]:
+    """The finite numbers of a metrics row: what charts can draw (strings and NaN stay in metrics.jsonl)."""
+    return {k: v for k, v in values.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
+
+
 class MetricsLogger:
     """metrics.jsonl (the record `seed report` reads), and the same rows to TensorBoard and W&B where on."""
 
@@ -106,9 +112,8 @@ class MetricsLogger:
         with self.path.open("a") as f:
             f.write(json.dumps(row) + "\n")
         if self._tb is not None:
-            for k, v in values.items():
-                if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
-                    self._tb.add_scalar(k, v, update)
+            for k, v in finite_numbers(values).items():
+                self._tb.add_scalar(k, v, update)
             self._tb.flush()
         if self._wandb is not None:
             self._wandb.log(update, values)

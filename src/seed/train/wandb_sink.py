@@ -9,13 +9,13 @@ turns the sink off: it never stops training.
 from __future__ import annotations
 
 import logging
-import math
 import uuid
 from pathlib import Path
 
 from seed.config import Config, redacted
 from seed.errors import RunError
 from seed.storage import atomic_write_text
+from seed.train.metrics import finite_numbers
 
 log = logging.getLogger(__name__)
 
@@ -45,12 +45,6 @@ def finish() -> None:
     if _open is not None:
         sink, _open = _open, None
         sink.close()
-
-
-def numeric(values: dict) -> dict[str, float]:
-    """The finite numbers of a metrics row (W&B charts numbers; strings and NaN stay in metrics.jsonl)."""
-    return {k: v for k, v in values.items()
-            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
 
 
 def episode_rows(update: int, episodes: list, limit: int) -> list[list]:
@@ -92,7 +86,7 @@ class WandbSink:
         self._wandb = wandb
 
     def log(self, step: int, values: dict) -> None:
-        self._guarded(lambda: self.run.log(numeric(values), step=step))
+        self._guarded(lambda: self.run.log(finite_numbers(values), step=step))
 
     def log_episodes(self, step: int, episodes: list) -> None:
         rows = episode_rows(step, episodes, self.episodes_per_update)
