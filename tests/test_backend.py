@@ -65,6 +65,20 @@ def test_bf16_generation_copy_follows_optimizer_steps(tokenizer):
         assert torch.equal(dst, src.detach().to(torch.bfloat16))
 
 
+def test_released_generation_copy_is_rebuilt_equal_tied_and_frozen(tokenizer):
+    b = _backend(tokenizer, precision="bf16")
+    b.model.get_input_embeddings().weight.grad = torch.ones_like(b.model.get_input_embeddings().weight)
+    first = {k: v.clone() for k, v in b.generation_model().state_dict().items()}
+    b.release_generation_copy()
+    gen = b.generation_model()
+    assert gen.state_dict().keys() == first.keys()
+    assert all(torch.equal(gen.state_dict()[k], v) for k, v in first.items())
+    assert all(p.dtype == torch.bfloat16 and not p.requires_grad and p.grad is None for p in gen.parameters())
+    tied = b.model.get_input_embeddings().weight is b.model.get_output_embeddings().weight
+    assert (gen.get_input_embeddings().weight is gen.get_output_embeddings().weight) == tied
+    assert all(p.dtype == torch.float32 for p in b.model.parameters())  # the trained model is untouched
+
+
 def test_token_budget_batches_cover_all_and_respect_budget():
     lengths = [5, 100, 30, 30, 60, 1]
     groups = token_budget_batches(lengths, 120)

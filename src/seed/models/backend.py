@@ -83,7 +83,7 @@ class HFBackend:
         params = list(self.model.parameters())
         version = sum(p._version for p in params)
         if self._gen_model is None:
-            self._gen_model = copy.deepcopy(self.model).to(self.amp_dtype).eval()
+            self._gen_model = low_precision_copy(self.model, self.amp_dtype)
             self._gen_version = version
         elif version != self._gen_version:
             with torch.no_grad():
@@ -91,6 +91,11 @@ class HFBackend:
                     dst.copy_(src)
             self._gen_version = version
         return self._gen_model
+
+    def release_generation_copy(self) -> None:
+        """Free the bf16 decoding copy while the model trains (training forwards run on the fp32 weights under
+        autocast): its memory goes to activations and optimizer state, and the next decode rebuilds it."""
+        self._gen_model = None
 
     def autocast(self):
         if self.amp_dtype is None:
@@ -367,6 +372,14 @@ class HFBackend:
         if was_training:
             self.model.train()
         return [list(scored[k]) for k in of_pair]
+
+
+def low_precision_copy(model, dtype: torch.dtype):
+    """A frozen copy of `model` with every floating tensor in `dtype`, cast parameter by parameter: the copy never
+    holds a second full-precision model, which `deepcopy(model).to(dtype)` does for a moment. Tied parameters stay
+    tied (one cast each)."""
+    memo = {id(p): torch.nn.Parameter(p.detach().to(dtype), requires_grad=False) for p in model.parameters()}
+    return copy.deepcopy(model, memo).to(dtype).eval()
 
 
 def sample_tokens(logits: torch.Tensor, temperature: float, generator: torch.Generator) -> torch.Tensor:

@@ -11,9 +11,23 @@ Forwards without gradients (generation, scoring) are not affected.
 from __future__ import annotations
 
 import functools
+import logging
 
 from torch.utils.checkpoint import checkpoint
 from transformers.modeling_layers import GradientCheckpointingLayer
+
+
+class _UseCacheNotice(logging.Filter):
+    """transformers announces that it sets a checkpointed layer's `use_cache` flag to False; the layers here keep
+    their cache (the flag only matters to the model, above the layers), so the notice would mislead."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not (message.startswith("Caching is incompatible with gradient checkpointing")
+                    and message.endswith("`use_cache=False`."))
+
+
+_USE_CACHE_NOTICE = _UseCacheNotice()
 
 
 def enable_activation_checkpointing(model) -> int:
@@ -21,6 +35,7 @@ def enable_activation_checkpointing(model) -> int:
     layers = [m for m in model.modules() if isinstance(m, GradientCheckpointingLayer)]
     if not layers:
         raise ValueError(f"{type(model).__name__} has no checkpointable decoder layers")
+    logging.getLogger(GradientCheckpointingLayer.__module__).addFilter(_USE_CACHE_NOTICE)
     for layer in layers:
         layer.gradient_checkpointing = True
         layer._can_checkpoint_with_cache = True  # the recompute below restores the cache it reads

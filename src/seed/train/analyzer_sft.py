@@ -197,6 +197,7 @@ def sft_stage(components, labels: Path, progress_factory=None) -> dict:
     schedule = warmup_cosine(opt, total_steps, s.warmup_ratio)
     rng = random.Random(cfg.seed)
     bar = progress_factory(total=total_steps, desc="analyzer sft") if progress_factory else None
+    policy.release_generation_copy()
     policy.model.train()
     skipped = 0
     for _ in range(s.epochs):
@@ -222,6 +223,7 @@ def sft_stage(components, labels: Path, progress_factory=None) -> dict:
                 loss.backward()
                 loss_value += loss.item()
             skipped += not guarded_step(opt, params, 1.0, loss_value)
+            opt.zero_grad(set_to_none=True)  # no gradient outlives its step
             schedule.step()
             if bar is not None:
                 bar.update(1)

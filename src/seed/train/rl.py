@@ -158,6 +158,7 @@ def policy_update(components, optimizer, batch: Batch, dp=None, guard: SkipGuard
         if len(plan) > 1 or cfg.distill.kind == "positive" else None)
     t_scores = time.perf_counter() - t0
     params = objective_params(cfg)
+    policy.release_generation_copy()
     policy.model.train()
     total, grad_norms, skipped, trained_tokens = LossStats(), [], 0, 0
     shifts: dict[int, list[float]] = {}  # sample -> delta per token, at its first forward of the update
@@ -171,6 +172,7 @@ def policy_update(components, optimizer, batch: Batch, dp=None, guard: SkipGuard
         grad_norms.append(grad_norm)
         total = total + stats
         trained_tokens += sum(len(responses[i]) for i in chunk)  # padding re-draws count again
+    optimizer.zero_grad(set_to_none=True)  # the gradients are spent: rollout and analysis get their memory
     n_steps = len(plan) - skipped
     sums = asdict(total)
     if dp is not None:  # every rank ran a share of the micro-batches: add the shares up

@@ -204,6 +204,7 @@ def format_warmup(components, progress_factory=None) -> dict:
     opt = torch.optim.AdamW(params, lr=w.lr, weight_decay=0.0)
     rng = random.Random(cfg.seed)
     losses, skipped = [], 0
+    policy.release_generation_copy()
     policy.model.train()
     batches_per_epoch = None
     bar = None
@@ -227,6 +228,7 @@ def format_warmup(components, progress_factory=None) -> dict:
                 bar.update(1)
                 bar.set_postfix(loss=f"{epoch_losses[-1]:.3f}")
         losses.append(sum(epoch_losses) / max(1, len(epoch_losses)))
+    opt.zero_grad(set_to_none=True)  # no gradient outlives the stage
     if bar is not None:
         bar.close()
     return {"warmup/samples": len(pairs), "warmup/first_epoch_loss": losses[0], "warmup/last_epoch_loss": losses[-1],
