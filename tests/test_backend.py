@@ -20,6 +20,23 @@ def test_rollout_logps_match_a_full_forward(tokenizer):
         assert torch.allclose(torch.tensor(g.logps), torch.tensor(s), atol=1e-4)
 
 
+def test_prefill_gives_the_models_last_logits_from_a_contiguous_head_input(tokenizer):
+    # a strided [batch, 1, hidden] slice makes a bf16 CPU linear compute every position's logits (GBs on real
+    # prompts): the head must only ever see a contiguous copy of the last positions
+    b = _backend(tokenizer)
+    prompts = [tokenizer.encode("hello there"), tokenizer.encode("a much longer prompt with more words in it")]
+    seen = []
+    hook = b.model.get_output_embeddings().register_forward_pre_hook(lambda m, args: seen.append(args[0]))
+    cache, logits = b._prefill(b.model, prompts)
+    hook.remove()
+    assert seen and all(x.is_contiguous() and x.shape[0] == len(prompts) and x.numel() == len(prompts) * x.shape[-1]
+                        for x in seen)
+    assert cache.get_seq_length() == max(len(p) for p in prompts)
+    for p, row in zip(prompts, logits):
+        alone = b.model(input_ids=torch.tensor([p])).logits[0, -1]
+        assert torch.allclose(row, alone, atol=1e-4)
+
+
 def test_finished_rows_leave_the_batch_without_changing_the_others(tokenizer):
     b = _backend(tokenizer)
     prompts = [tokenizer.encode("x y z"), tokenizer.encode("one two three four")]

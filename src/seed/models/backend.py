@@ -220,6 +220,7 @@ class HFBackend:
     def _prefill(self, model, prompts: list[list[int]], prefix=None):
         """One forward over left-padded prompts, after `prefix` (a cache of tokens every row shares) if given;
         returns the KV cache and each row's next-token logits."""
+        decoder = model.get_decoder()
         shared = prefix.get_seq_length() if prefix is not None else 0
         width = max(len(p) for p in prompts)
         input_ids = torch.full((len(prompts), width), self.tokenizer.pad_token_id, dtype=torch.long)
@@ -232,11 +233,14 @@ class HFBackend:
         cache = {}
         if prefix is not None:
             attn = torch.cat([torch.ones((len(prompts), shared), dtype=attn.dtype, device=self.device), attn], dim=1)
-            cache = {_cache_keyword(model): prefix}
+            cache = {_cache_keyword(decoder): prefix}
         with self.autocast():
-            res = model(input_ids=input_ids, attention_mask=attn, position_ids=position_ids, use_cache=True,
-                        logits_to_keep=1, **cache)
-        return _cache_of(res), res.logits[:, -1, :].float()
+            res = decoder(input_ids=input_ids, attention_mask=attn, position_ids=position_ids, use_cache=True,
+                          **cache)
+            # the head sees a contiguous copy of the last positions: given the strided slice (what the model's own
+            # `logits_to_keep=1` passes), a bf16 linear on CPU computes the logits of every prompt position
+            logits = model.get_output_embeddings()(res.last_hidden_state[:, -1, :].contiguous())
+        return _cache_of(res), logits.float()
 
     def forward_logps(self, prompts: list[list[int]], responses: list[list[int]], with_entropy: bool = False):
         """Per-token log-probs of `responses` given `prompts`, as a padded [batch, max_response] tensor (+ mask).
