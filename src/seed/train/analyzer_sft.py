@@ -24,6 +24,7 @@ from seed.rollout.types import Episode
 from seed.skills.analyzer import analysis_prompt, parse_analysis
 from seed.skills.sources import chat_ids
 from seed.storage import read_jsonl
+from seed.train.metrics import trim_heap
 from seed.train.optim import guarded_step, warmup_cosine
 from seed.train.warmup import Demonstration, demonstrations, token_weights
 
@@ -220,6 +221,7 @@ def sft_stage(components, labels: Path, progress_factory=None) -> dict:
                                        [s.skill_weight if j < labelled else cfg.warmup.action_weight for j in micro])
                 per_sample = -(logp * tokens).sum(-1) / tokens.sum(-1).clamp_min(1.0)
                 loss = (per_sample * torch.tensor([weights[j] for j in micro], device=per_sample.device)).sum()
+                trim_heap()  # the forward's freed temporaries go back to the OS before the backward allocates
                 loss.backward()
                 loss_value += loss.item()
             skipped += not guarded_step(opt, params, 1.0, loss_value)

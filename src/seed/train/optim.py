@@ -8,6 +8,8 @@ import math
 
 import torch
 
+from seed.train.metrics import trim_heap
+
 log = logging.getLogger(__name__)
 
 
@@ -19,6 +21,7 @@ def guarded_step(optimizer: torch.optim.Optimizer, params: list[torch.Tensor], m
         optimizer.zero_grad(set_to_none=True)
         log.warning("optimizer step skipped: non-finite %s", "loss" if not math.isfinite(loss_value) else "gradient")
         return False
+    trim_heap()  # the backward's freed blocks go back to the OS before the step allocates (AdamW's state, once)
     optimizer.step()
     return True
 

@@ -225,6 +225,7 @@ def _accumulate_gradients(components, batch: Batch, chunk: list[int], scores: _S
             finite = False
             if dp is None:
                 break  # data-parallel ranks still run their backward: the collectives must match
+        trim_heap()  # the forward's freed temporaries go back to the OS before the backward allocates gradients
         (loss * scale).backward()
         if scale:  # scale 0: a padding micro-batch keeps the ranks' collectives in step and adds nothing
             stats = stats + s
@@ -279,6 +280,7 @@ def _optimizer_step(policy, optimizer, grad_clip: float, finite: bool, dp, guard
     if not ok:
         optimizer.zero_grad(set_to_none=True)
         return None
+    trim_heap()  # the backward's freed blocks go back to the OS before the step allocates
     optimizer.step()
     return grad_norm
 

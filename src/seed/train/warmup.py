@@ -42,6 +42,7 @@ from seed.skills.teachers import (
     first_per_situation,
     workflow_skill,
 )
+from seed.train.metrics import trim_heap
 from seed.train.optim import guarded_step
 
 log = logging.getLogger(__name__)
@@ -221,6 +222,7 @@ def format_warmup(components, progress_factory=None) -> dict:
             weights = token_weights(mask, [pairs[i].key_span for i in idx], [w.action_weight] * len(idx))
             loss = -(logp * weights).sum() / weights.sum()
             opt.zero_grad(set_to_none=True)
+            trim_heap()  # the forward's freed temporaries go back to the OS before the backward allocates gradients
             loss.backward()
             skipped += not guarded_step(opt, params, 1.0, loss.item())
             epoch_losses.append(loss.item())
