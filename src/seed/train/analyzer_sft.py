@@ -225,7 +225,6 @@ def sft_stage(components, labels: Path, progress_factory=None) -> dict:
                 loss.backward()
                 loss_value += loss.item()
             skipped += not guarded_step(opt, params, 1.0, loss_value)
-            opt.zero_grad(set_to_none=True)  # no gradient outlives its step
             schedule.step()
             if bar is not None:
                 bar.update(1)

@@ -15,7 +15,8 @@ log = logging.getLogger(__name__)
 
 def guarded_step(optimizer: torch.optim.Optimizer, params: list[torch.Tensor], max_norm: float,
                  loss_value: float) -> bool:
-    """Clip and step; False (gradients dropped, nothing changed) when the loss or the gradient norm is not finite."""
+    """Clip, step and drop the spent gradients; False (gradients dropped, nothing changed) when the loss or the
+    gradient norm is not finite."""
     norm = float(torch.nn.utils.clip_grad_norm_(params, max_norm)) if math.isfinite(loss_value) else math.nan
     if not math.isfinite(norm):
         optimizer.zero_grad(set_to_none=True)
@@ -23,6 +24,7 @@ def guarded_step(optimizer: torch.optim.Optimizer, params: list[torch.Tensor], m
         return False
     trim_heap()  # the backward's freed blocks go back to the OS before the step allocates (AdamW's state, once)
     optimizer.step()
+    optimizer.zero_grad(set_to_none=True)  # spent: no gradient outlives its step
     return True
 
 

@@ -172,7 +172,6 @@ def policy_update(components, optimizer, batch: Batch, dp=None, guard: SkipGuard
         grad_norms.append(grad_norm)
         total = total + stats
         trained_tokens += sum(len(responses[i]) for i in chunk)  # padding re-draws count again
-    optimizer.zero_grad(set_to_none=True)  # the gradients are spent: rollout and analysis get their memory
     n_steps = len(plan) - skipped
     sums = asdict(total)
     if dp is not None:  # every rank ran a share of the micro-batches: add the shares up
@@ -282,6 +281,7 @@ def _optimizer_step(policy, optimizer, grad_clip: float, finite: bool, dp, guard
         return None
     trim_heap()  # the backward's freed blocks go back to the OS before the step allocates
     optimizer.step()
+    optimizer.zero_grad(set_to_none=True)  # spent: rollout and analysis get their memory
     return grad_norm
 
 

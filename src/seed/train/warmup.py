@@ -230,7 +230,6 @@ def format_warmup(components, progress_factory=None) -> dict:
                 bar.update(1)
                 bar.set_postfix(loss=f"{epoch_losses[-1]:.3f}")
         losses.append(sum(epoch_losses) / max(1, len(epoch_losses)))
-    opt.zero_grad(set_to_none=True)  # no gradient outlives the stage
     if bar is not None:
         bar.close()
     return {"warmup/samples": len(pairs), "warmup/first_epoch_loss": losses[0], "warmup/last_epoch_loss": losses[-1],
