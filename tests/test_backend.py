@@ -237,3 +237,35 @@ def test_sampled_tokens_follow_the_tempered_softmax():
         assert freq[3] == 0
     again = sample_tokens(logits[:50], 1.0, torch.Generator().manual_seed(1))
     assert torch.equal(again, sample_tokens(logits[:50], 1.0, torch.Generator().manual_seed(1)))
+
+
+def test_lora_base_weights_live_in_the_autocast_dtype_with_the_same_numbers(tokenizer):
+    # autocast re-casts a frozen weight on every call: the base is stored in bf16 instead, which must change no
+    # log-prob and no adapter gradient, and the decoding copy shares it rather than holding a second one
+    lora = {"r": 2, "lora_alpha": 4, "target_modules": ["q_proj", "v_proj", "down_proj"]}
+    prompts, responses = [tokenizer.encode("hi"), tokenizer.encode("a longer prompt")], [tokenizer.encode(" there")] * 2
+
+    def scored(store_in_bf16: bool):
+        model = load_model("tiny-random", tokenizer, lora=lora, seed=0)
+        for name, p in model.named_parameters():
+            if "lora_B" in name:  # non-zero adapters, so their path is exercised
+                torch.nn.init.normal_(p, std=0.1, generator=torch.Generator().manual_seed(1))
+        b = HFBackend(model, tokenizer, precision="bf16" if store_in_bf16 else "fp32")
+        b.amp_dtype = torch.bfloat16  # the fp32-stored base under the same bf16 autocast
+        logp, mask, _ = b.forward_logps(prompts, responses)
+        (-(logp * mask).sum()).backward()
+        grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.requires_grad}
+        return b, logp.detach(), grads
+
+    plain, logp_fp32_base, grads_fp32_base = scored(False)
+    stored, logp_bf16_base, grads_bf16_base = scored(True)
+    base = [p for n, p in stored.model.named_parameters() if "base_layer" in n]
+    assert base and all(p.dtype == torch.bfloat16 for p in base)
+    assert all(p.dtype == torch.float32 for n, p in stored.model.named_parameters() if p.requires_grad)
+    assert stored.model.get_input_embeddings().weight.dtype == torch.float32
+    assert torch.equal(logp_fp32_base, logp_bf16_base)
+    assert grads_fp32_base.keys() == grads_bf16_base.keys()
+    for name in grads_fp32_base:
+        assert torch.allclose(grads_fp32_base[name], grads_bf16_base[name], rtol=1e-5, atol=1e-7), name
+    copy_params = {id(p) for p in stored.generation_model().parameters()}
+    assert all(id(p) in copy_params for p in base)
