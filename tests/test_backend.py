@@ -257,7 +257,7 @@ def test_lora_base_weights_live_in_the_autocast_dtype_with_the_same_numbers(toke
         grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.requires_grad}
         return b, logp.detach(), grads
 
-    plain, logp_fp32_base, grads_fp32_base = scored(False)
+    _, logp_fp32_base, grads_fp32_base = scored(False)
     stored, logp_bf16_base, grads_bf16_base = scored(True)
     base = [p for n, p in stored.model.named_parameters() if "base_layer" in n]
     assert base and all(p.dtype == torch.bfloat16 for p in base)

@@ -389,19 +389,18 @@ def low_precision_copy(model, dtype: torch.dtype):
     return copy.deepcopy(model, memo).to(dtype).eval()
 
 
-def store_frozen_linears_in(model, dtype: torch.dtype) -> int:
-    """Store the weights of frozen linear layers (a LoRA model's base) in the autocast dtype; how many layers.
+def store_frozen_linears_in(model, dtype: torch.dtype) -> None:
+    """Store the weights of frozen linear layers (a LoRA model's base) in the autocast dtype.
 
     Autocast casts a linear's weight to its dtype on every call, and caches that cast only for weights that require
     grad: a frozen base weight was cast again in every forward and every checkpointed recompute. Stored in the
     autocast dtype it gives the same products, with no casts and half the memory. The input embedding stays as it is
     (its lookup is not autocast), and so does an LM head tied to it."""
     tied = id(model.get_input_embeddings().weight)
-    layers = [m for m in model.modules() if isinstance(m, torch.nn.Linear) and id(m.weight) != tied
-              and not any(p.requires_grad for p in m.parameters())]
-    for layer in layers:
-        layer.to(dtype)
-    return len(layers)
+    for layer in model.modules():
+        if isinstance(layer, torch.nn.Linear) and id(layer.weight) != tied \
+                and not any(p.requires_grad for p in layer.parameters()):
+            layer.to(dtype)
 
 
 def sample_tokens(logits: torch.Tensor, temperature: float, generator: torch.Generator) -> torch.Tensor:
