@@ -20,6 +20,7 @@ from seed.models.batching import common_prefix_length, distinct_rows, length_buc
     prompt_sharing_batches
 from seed.models.kv_cache import merge_left_padded, reserve_decode_cache
 from seed.models.load import autocast_dtype
+from seed.models.token_logps import head_token_logps
 
 
 def _cache_keyword(model) -> str:
@@ -291,11 +292,8 @@ class HFBackend:
             picked = torch.cat([torch.cat([first[j:j + 1]] + ([] if rest is None else
                                                              [rest[j, :len(responses[b]) - 1]]))
                                 for j, b in enumerate(rows)])
-            logits = self.model.get_output_embeddings()(picked)
-        lp_all = F.log_softmax(logits.float(), dim=-1)
-        targets = torch.tensor([t for b in rows for t in responses[b]], device=self.device, dtype=torch.long)
-        tok_lp = lp_all.gather(-1, targets[:, None]).squeeze(-1)
-        tok_ent = -(lp_all.exp() * lp_all).sum(-1) if with_entropy else None
+            targets = torch.tensor([t for b in rows for t in responses[b]], device=self.device, dtype=torch.long)
+            tok_lp, tok_ent = head_token_logps(self.model.get_output_embeddings(), picked, targets, with_entropy)
         offset = 0
         for b in rows:
             k = len(responses[b])

@@ -25,7 +25,7 @@ from seed.skills.analyzer import analysis_prompt, parse_analysis
 from seed.skills.sources import chat_ids
 from seed.storage import read_jsonl
 from seed.train.metrics import trim_heap
-from seed.train.optim import guarded_step, warmup_cosine
+from seed.train.optim import adamw, guarded_step, warmup_cosine
 from seed.train.warmup import Demonstration, demonstrations, token_weights
 
 log = logging.getLogger(__name__)
@@ -193,7 +193,7 @@ def sft_stage(components, labels: Path, progress_factory=None) -> dict:
     held = [d for d, h in zip(labels, held_out) if h] or train[-1:]
     replay = format_replay(components) if s.format_replay else []
     params = [p for p in policy.model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=s.lr, betas=(s.adam_beta1, s.adam_beta2), weight_decay=s.weight_decay)
+    opt = adamw(policy.model, lr=s.lr, weight_decay=s.weight_decay, betas=(s.adam_beta1, s.adam_beta2))
     total_steps = s.epochs * -(-len(train) // s.batch_size)
     schedule = warmup_cosine(opt, total_steps, s.warmup_ratio)
     rng = random.Random(cfg.seed)

@@ -13,6 +13,17 @@ from seed.train.metrics import trim_heap
 log = logging.getLogger(__name__)
 
 
+def adamw(model: torch.nn.Module, lr: float, weight_decay: float, betas: tuple[float, float] = (0.9, 0.999)
+          ) -> torch.optim.AdamW:
+    """AdamW over the model's trainable parameters, fused where the parameters are plain tensors: one kernel per
+    parameter updates the moments and the weight in place, where the multi-tensor path allocates temporaries the
+    size of all parameters for each of its steps (a transient peak the size of the fp32 model on CPU). Sharded
+    (DTensor) parameters keep the multi-tensor path."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    fused = all(type(p.data) is torch.Tensor for p in params)
+    return torch.optim.AdamW(params, lr=lr, betas=betas, weight_decay=weight_decay, fused=fused or None)
+
+
 def guarded_step(optimizer: torch.optim.Optimizer, params: list[torch.Tensor], max_norm: float,
                  loss_value: float) -> bool:
     """Clip, step and drop the spent gradients; False (gradients dropped, nothing changed) when the loss or the

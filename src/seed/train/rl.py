@@ -34,6 +34,7 @@ from seed.storage import read_jsonl, write_jsonl_rows
 from seed.train.checkpoint import (load_latest_checkpoint, remove_stale_temporaries, rng_state, save_checkpoint,
                                    set_rng_state)
 from seed.train.metrics import MetricsLogger, phase_peak, rss_mb, trim_heap
+from seed.train.optim import adamw
 from seed.train.wandb_sink import open_sink
 
 log = logging.getLogger(__name__)
@@ -308,8 +309,7 @@ def _pad(rows: list[list[float]], like: torch.Tensor) -> torch.Tensor:
 
 
 def make_optimizer(model, cfg) -> torch.optim.Optimizer:
-    params = [p for p in model.parameters() if p.requires_grad]
-    return torch.optim.AdamW(params, lr=cfg.algo.lr, weight_decay=cfg.algo.weight_decay)
+    return adamw(model, lr=cfg.algo.lr, weight_decay=cfg.algo.weight_decay)
 
 
 def _check_some_episode_ran(episodes: list[Episode], update: int) -> None:

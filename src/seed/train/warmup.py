@@ -43,7 +43,7 @@ from seed.skills.teachers import (
     workflow_skill,
 )
 from seed.train.metrics import trim_heap
-from seed.train.optim import guarded_step
+from seed.train.optim import adamw, guarded_step
 
 log = logging.getLogger(__name__)
 
@@ -202,7 +202,7 @@ def format_warmup(components, progress_factory=None) -> dict:
         raise ConfigError(f"format warm-up responses take up to {longest} tokens, more than "
                          f"rollout.max_response_tokens={cfg.rollout.max_response_tokens}; raise it")
     params = [p for p in policy.model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=w.lr, weight_decay=0.0)
+    opt = adamw(policy.model, lr=w.lr, weight_decay=0.0)
     rng = random.Random(cfg.seed)
     losses, skipped = [], 0
     policy.release_generation_copy()
