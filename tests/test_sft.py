@@ -13,7 +13,7 @@ from seed.skills import parse_analysis
 from seed.train.analyzer_sft import label_stage, sft_stage, sft_target
 from seed.train.components import build_components
 from seed.train.metrics import read_metrics
-from seed.train.optim import warmup_cosine
+from seed.train.optim import adamw, warmup_cosine
 
 
 def test_label_then_sft_reports_heldout_metrics(tmp_path):
@@ -91,6 +91,26 @@ def test_sft_optimizer_takes_the_official_settings(tmp_path, monkeypatch):
     comps = build_components(cfg, with_reference=False)
     sft_stage(comps, label_stage(comps))
     assert made["betas"] == (0.9, 0.95) and made["weight_decay"] == 0.01 and made["lr"] == cfg.sft.lr
+    assert made["fused"] is True  # plain CPU parameters: the fused kernel, no model-sized temporaries
+
+
+def test_fused_adamw_steps_as_the_multi_tensor_adamw():
+    torch.manual_seed(0)
+    fused_model, plain_model = torch.nn.Linear(8, 5), torch.nn.Linear(8, 5)
+    plain_model.load_state_dict(fused_model.state_dict())
+    plain_model.bias.requires_grad_(False)
+    fused_model.bias.requires_grad_(False)  # frozen parameters stay out of the optimizer
+    fused = adamw(fused_model, lr=0.1, weight_decay=0.01, betas=(0.9, 0.95))
+    plain = torch.optim.AdamW([plain_model.weight], lr=0.1, weight_decay=0.01, betas=(0.9, 0.95), foreach=True)
+    assert [p for g in fused.param_groups for p in g["params"]] == [fused_model.weight]
+    for step in range(3):
+        x = torch.randn(4, 8)
+        for model, opt in ((fused_model, fused), (plain_model, plain)):
+            model(x).pow(2).sum().backward()
+            opt.step()
+            opt.zero_grad()
+    torch.testing.assert_close(fused_model.weight, plain_model.weight)
+    assert fused.state_dict()["state"][0].keys() == plain.state_dict()["state"][0].keys()  # checkpoints interchange
 
 
 def test_format_replay_trains_every_warmup_demonstration_once_per_epoch(tmp_path, monkeypatch):
