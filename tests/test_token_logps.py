@@ -31,7 +31,7 @@ def test_chunked_head_matches_the_whole_head_in_values_and_gradients(autocast):
     whole = _run(_whole_head, head, hidden, targets, weights, autocast)
     chunked = _run(lambda *a: head_token_logps(*a, chunk_rows=3), head, hidden, targets, weights, autocast)
     # fp32 agrees to rounding; under bf16 autocast the head's product is bf16 in both, and the weight gradient is
-    # summed over chunks in fp32 rather than in one bf16 product
+    # summed over chunks in bf16 rather than rounded once from one product
     tol = dict(rtol=1e-5, atol=1e-5) if not autocast else dict(rtol=2e-2, atol=2e-2)
     for a, b in zip(whole, chunked):
         torch.testing.assert_close(b, a, **tol)

@@ -34,9 +34,10 @@ def _whole_head(head, hidden, targets, with_entropy):
     return tok_lp, (-(lp_all.exp() * lp_all).sum(-1) if with_entropy else None)
 
 
-def _chunk_log_softmax(h: torch.Tensor, weight: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+def _chunk_log_softmax(h: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """`w`: the head's weight, already in the matmul dtype."""
     with torch.autocast(h.device.type, enabled=False):  # the cast is explicit: the same product autocast runs
-        return F.log_softmax(F.linear(h.to(dtype), weight.to(dtype)).float(), dim=-1)
+        return F.log_softmax(F.linear(h.to(w.dtype), w).float(), dim=-1)
 
 
 class _ChunkedHead(torch.autograd.Function):
@@ -45,8 +46,9 @@ class _ChunkedHead(torch.autograd.Function):
         n = hidden.shape[0]
         tok_lp = torch.empty(n, device=hidden.device)
         ent = torch.empty(n if with_entropy else 0, device=hidden.device)
+        w = weight.to(dtype)  # cast once, not per chunk
         for s in range(0, n, chunk_rows):
-            lp = _chunk_log_softmax(hidden[s:s + chunk_rows], weight, dtype)
+            lp = _chunk_log_softmax(hidden[s:s + chunk_rows], w)
             tok_lp[s:s + chunk_rows] = lp.gather(-1, targets[s:s + chunk_rows, None]).squeeze(-1)
             if with_entropy:
                 ent[s:s + chunk_rows] = -(lp.exp() * lp).sum(-1)
@@ -64,7 +66,7 @@ class _ChunkedHead(torch.autograd.Function):
         w = weight.to(dtype)
         for s in range(0, hidden.shape[0], rows):
             h = hidden[s:s + rows]
-            lp = _chunk_log_softmax(h, weight, dtype)
+            lp = _chunk_log_softmax(h, w)
             p = lp.exp()
             # d log p_t / d logits = onehot(t) - p;  d H / d logits = -p * (log p + H)
             g_lp = grad_lp[s:s + rows, None]
