@@ -332,5 +332,13 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
+def entry() -> None:
+    """The `seed` console command: `main` under tcmalloc where it is installed (see seed.allocator)."""
+    from seed.allocator import reexec_under_tcmalloc
+
+    reexec_under_tcmalloc([sys.executable, "-m", "seed.cli", *sys.argv[1:]])
     sys.exit(main())
+
+
+if __name__ == "__main__":
+    entry()
