@@ -1,18 +1,24 @@
-"""Learning curves: GRPO, GiGPO, SEED, an SDAR-style static library and plain OPSD, same tasks, seeds and budget.
+"""Learning curves: GRPO, GiGPO, SEED and its peers, same tasks, seeds and budget, with seeds enough to rank them.
 
 For every seed, one start point is built once (the config's start stages: format warm-up, oracle labels, analyzer
 SFT) and evaluated; every method then trains from that same checkpoint, on the same training tasks (fixed per
 update and seed), for the same number of updates, and is evaluated on the same fixed `valid_seen` /
 `valid_unseen` panels every `--eval-every` updates. So the methods differ only in their update rule:
 
-    grpo   episode-level GRPO advantage (distill.kind=none)
-    gigpo  GRPO + GiGPO's step-level advantage from anchor-state groups
-    seed   GRPO + gated OPD with skills the policy writes about its own episodes (the config's analyzer)
-    sdar   GRPO + gated OPD with one static skill per task type (configs/skills/<env>.yaml)
-    opsd   GRPO + ungated OPD whose teacher context is privileged: the expert's solution of the task
+    grpo      GRPO, the official step-level form (the config's `algo.grpo_over`), no distillation
+    gigpo     GRPO + GiGPO's step-level advantage from anchor-state groups
+    seed      GRPO + gated OPD with skills the policy writes about its own episodes (the config's analyzer)
+    seed_sfw  the same update from a start point whose format warm-up also taught skill following
+    sdar      GRPO + gated OPD with one static skill per task type (configs/skills/<env>.yaml)
+    opsd      GRPO + ungated OPD whose teacher context is privileged: the expert's solution of the task
+    sibling   GRPO + gated OPD whose teacher sees another successful episode of the same group
 
-Every run lives in `<out>/seed<k>/<method>/` and resumes from its last checkpoint; finished evaluations are never
-redone, so the script can be killed and restarted at any point (it runs for hours in the background):
+The shared start point's warm-up is the plain format warm-up of the paper recipes (`warmup.skill_share=0`);
+`seed_sfw` is the one method with its own start point (same seed, same labelled tasks), built with the skill-following
+warm-up, since that warm-up is what it measures.
+
+Every run lives in `<out>/seed<k>/<method>/`, saves a checkpoint after every update and resumes from it; finished
+evaluations are never redone, so a kill loses at most the update in flight (it runs for hours in the background):
 
     nohup python benchmarks/learning.py > learning.log 2>&1 &
     python benchmarks/learning.py --report-only      # tables + plot from whatever has finished
@@ -24,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import random
 import shutil
 import time
 from pathlib import Path
@@ -31,14 +38,27 @@ from provenance import provenance  # benchmarks/provenance.py (scripts run from 
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
+ARCHIVE = RESULTS / "learning_runs"  # the small files of every finished evaluation: the report reads these
 
 METHODS: dict[str, list[str]] = {
     "grpo": ["distill.kind=none"],
     "gigpo": ["distill.kind=none", "algo.advantage=gigpo"],
     "seed": ["distill.kind=seed", "distill.skill_source=policy"],
+    "seed_sfw": ["distill.kind=seed", "distill.skill_source=policy"],
     "sdar": ["distill.kind=seed", "distill.skill_source=library"],
     "opsd": ["distill.kind=opsd", "distill.skill_source=privileged"],
+    "sibling": ["distill.kind=seed", "distill.skill_source=sibling"],
 }
+START_POINTS: dict[str, list[str]] = {  # start point name -> its warm-up; methods not listed below use "start"
+    "start": ["warmup.skill_share=0", "warmup.foreign_skill_share=0"],
+    "start_sfw": ["warmup.skill_share=0.5", "warmup.foreign_skill_share=0.5"],
+}
+OWN_START = {"seed_sfw": "start_sfw"}
+PANELS = ("valid_seen", "valid_unseen", "all")
+
+
+def start_of(method: str) -> str:
+    return OWN_START.get(method, "start")
 
 
 def method_overrides(method: str, env_name: str) -> list[str]:
@@ -50,16 +70,16 @@ def eval_file(run_dir: Path, update: int) -> Path:
     return run_dir / f"eval_update_{update:05d}.json"
 
 
-def build_start(config: str, base: list[str], seed_dir: Path) -> None:
-    """Start stages + the update-0 evaluation, once per seed."""
+def build_start(config: str, base: list[str], seed_dir: Path, name: str = "start") -> None:
+    """Start stages + the update-0 evaluation, once per seed and start point."""
     from seed.config import load_config
     from seed.train.components import build_components
     from seed.train.pipeline import eval_stage, load_latest_weights, prepare_run_dir, start_stages
 
-    start = seed_dir / "start"
+    start = seed_dir / name
     if eval_file(start, 0).exists():
         return
-    cfg = load_config(config, base + [f"run_dir={start}"])
+    cfg = load_config(config, base + START_POINTS[name] + [f"run_dir={start}"])
     prepare_run_dir(cfg)
     comps = build_components(cfg)
     start_stages(comps)  # writes checkpoint 0 and reference.pt
@@ -69,18 +89,44 @@ def build_start(config: str, base: list[str], seed_dir: Path) -> None:
         load_latest_weights(comps)
         _save_start_point(comps, {})
     eval_stage(comps, "update_00000")
+    archive(start, ARCHIVE / seed_dir.name / name)
 
 
-def seed_run_dir(seed_dir: Path, method: str) -> Path:
-    """A method's run directory, seeded with the start point's checkpoint, reference and stage markers."""
-    run_dir = seed_dir / method
-    start = seed_dir / "start"
-    if not (run_dir / "checkpoints").exists():
-        (run_dir / "checkpoints").mkdir(parents=True)
+def archive(run_dir: Path, dest: Path) -> None:
+    """Copy a run's evaluations, per-update metrics and stage rows (kilobytes) where git can keep them: a run
+    directory holds checkpoints, a seed must finish in one sitting (its start point is not kept), and the report is
+    built from the archive of every sitting. Each seed records the commit and machine that ran it."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for path in [*run_dir.glob("eval_update_*.json"), *run_dir.glob("stage_*.json"), run_dir / "metrics.jsonl"]:
+        if path.exists():
+            shutil.copy2(path, dest / path.name)
+    machine = dest.parent / "provenance.json"
+    if not machine.exists():
+        machine.write_text(json.dumps(provenance(), indent=2))
+
+
+def seed_run_dir(seed_dir: Path, method: str, run_dir: Path | None = None) -> Path:
+    """A method's run directory (default `<seed_dir>/<method>`), seeded with its start point's checkpoint,
+    reference, update-0 evaluation and stage markers; filled beside it and renamed, so a kill leaves none half-made."""
+    run_dir = run_dir or seed_dir / method
+    start = seed_dir / start_of(method)
+    if not run_dir.exists():
+        filling = run_dir.with_name(run_dir.name + ".filling")
+        shutil.rmtree(filling, ignore_errors=True)
+        (filling / "checkpoints").mkdir(parents=True)
         for name in ["reference.pt", "eval_update_00000.json", *[p.name for p in start.glob("stage_*.json")]]:
-            shutil.copy2(start / name, run_dir / name)
-        shutil.copy2(start / "checkpoints" / "update_00000.pt", run_dir / "checkpoints" / "update_00000.pt")
+            shutil.copy2(start / name, filling / name)
+        shutil.copy2(start / "checkpoints" / "update_00000.pt", filling / "checkpoints" / "update_00000.pt")
+        filling.rename(run_dir)
     return run_dir
+
+
+def evaluation_points(updates: int, every: int) -> list[int]:
+    return list(range(every, updates + 1, every)) + ([updates] if updates % every else [])
+
+
+def finished(run_dir: Path, updates: int, every: int) -> bool:
+    return all(eval_file(run_dir, end).exists() for end in evaluation_points(updates, every))
 
 
 def train_method(config: str, base: list[str], seed_dir: Path, method: str, updates: int, every: int) -> None:
@@ -89,12 +135,12 @@ def train_method(config: str, base: list[str], seed_dir: Path, method: str, upda
     from seed.train.pipeline import eval_stage, train_stage
 
     run_dir = seed_run_dir(seed_dir, method)
-    ends = list(range(every, updates + 1, every)) + ([updates] if updates % every else [])
-    if all(eval_file(run_dir, e).exists() for e in ends):
+    ends = evaluation_points(updates, every)
+    if finished(run_dir, updates, every):
         return
-    cfg = load_config(config, base + method_overrides(method, load_config(config, base).env.name) + [
-        f"run_dir={run_dir}", f"train.updates={updates}", f"train.checkpoint_every={every}",
-        "train.keep_checkpoints=1"])
+    start = START_POINTS[start_of(method)]
+    cfg = load_config(config, base + start + method_overrides(method, load_config(config, base).env.name) + [
+        f"run_dir={run_dir}", f"train.updates={updates}", "train.checkpoint_every=1", "train.keep_checkpoints=1"])
     comps = build_components(cfg)
     for end in ends:
         if eval_file(run_dir, end).exists():
@@ -103,6 +149,7 @@ def train_method(config: str, base: list[str], seed_dir: Path, method: str, upda
         comps.cfg.train.updates = end
         train_stage(comps)
         eval_stage(comps, f"update_{end:05d}")
+        archive(run_dir, ARCHIVE / seed_dir.name / method)
         print(f"[{seed_dir.name} {method}] updates -> {end} + eval: {time.time() - t0:.0f}s", flush=True)
 
 
@@ -115,12 +162,12 @@ def mean_se(values: list[float]) -> tuple[float, float]:
 
 
 def collect(out: Path, seeds: list[int], methods: list[str]) -> dict:
-    """curves[method][split][update] = per-seed success list ('all' pools both panels, weighted by size)."""
+    """curves[method][split][update] = per-seed success list ('all' pools both panels, weighted by size), from a
+    directory laid out as `<out>/seed<k>/<method>/eval_update_*.json` (the archive, or a live run directory)."""
     curves: dict = {}
     for method in methods:
         for seed in seeds:
-            run_dir = out / f"seed{seed}" / method
-            for f in sorted(run_dir.glob("eval_update_*.json")):
+            for f in sorted((out / f"seed{seed}" / method).glob("eval_update_*.json")):
                 update = int(f.stem.split("_")[-1])
                 res = json.loads(f.read_text())
                 n = sum(r["overall"]["n"] for r in res.values())
@@ -131,52 +178,107 @@ def collect(out: Path, seeds: list[int], methods: list[str]) -> dict:
 
 
 def summarise(curves: dict, seeds: list[int], episodes_per_update: int) -> dict:
+    """Mean ± SE over seeds per method, panel and update; a point counts once every seed has it."""
     table: dict = {}
     for method, splits in curves.items():
         for split, points in splits.items():
             for update, per_seed in sorted(points.items()):
                 if len(per_seed) < len(seeds):
-                    continue  # a point counts once every seed has it
+                    continue
                 m, se = mean_se([per_seed[s] for s in seeds])
                 table.setdefault(method, {}).setdefault(split, []).append(
                     {"update": update, "episodes": update * episodes_per_update, "mean": m, "se": se,
                      "per_seed": {str(s): per_seed[s] for s in seeds}})
-    target = None
-    if "grpo" in table and table["grpo"].get("all"):
-        target = table["grpo"]["all"][-1]["mean"]
-    reach = {}
-    for method, splits in table.items():
-        hit = next((p for p in splits.get("all", []) if target is not None and p["mean"] >= target), None)
-        reach[method] = hit["episodes"] if hit else None
-    start = table["grpo"]["all"][0]["mean"] if target is not None else None
-    degenerate = target is not None and target <= start
-    return {"curves": table, "grpo_final_success": target, "episodes_to_reach_grpo_final": reach,
-            "grpo_final_at_or_below_start": degenerate}
+    return table
 
 
-def print_tables(summary: dict) -> None:
-    for split in ("valid_seen", "valid_unseen", "all"):
-        rows = {m: s.get(split, []) for m, s in summary["curves"].items()}
+def paired_minus(table: dict, method: str, baseline: str = "grpo") -> dict:
+    """Per panel, at the last update both have for every seed: mean ± SE over seeds of (method − baseline)."""
+    out = {}
+    for split in PANELS:
+        a = {p["update"]: p["per_seed"] for p in table.get(method, {}).get(split, [])}
+        b = {p["update"]: p["per_seed"] for p in table.get(baseline, {}).get(split, [])}
+        common = sorted(set(a) & set(b))
+        if not common:
+            continue
+        update = common[-1]
+        diffs = [a[update][s] - b[update][s] for s in a[update]]
+        m, se = mean_se(diffs)
+        out[split] = {"update": update, "mean": m, "se": se, "n_seeds": len(diffs),
+                      "per_seed": dict(zip(a[update], diffs))}
+    return out
+
+
+def episodes_to_reach(curve: list[tuple[int, float]], target: float) -> float:
+    """Training episodes at which a success curve first reaches `target`, linear between evaluation points (inf
+    when it never does within the budget)."""
+    if not curve:
+        return math.inf
+    if curve[0][1] >= target:
+        return float(curve[0][0])
+    for (e0, y0), (e1, y1) in zip(curve, curve[1:]):  # y0 < target here
+        if y1 >= target:
+            return e0 + (e1 - e0) * (target - y0) / (y1 - y0)
+    return math.inf
+
+
+def reach_grpo_final(table: dict, resamples: int = 2000, seed: int = 0) -> dict:
+    """Episodes each method needs to reach GRPO's final success (both panels), with a 95% bootstrap interval over
+    seeds (the seeds are resampled together for all methods, so the comparison stays paired)."""
+    grpo = table.get("grpo", {}).get("all", [])
+    if not grpo:
+        return {}
+    seeds = list(grpo[0]["per_seed"])
+
+    def estimate(sample: list[str]) -> dict[str, float]:
+        def mean_curve(method: str) -> list[tuple[int, float]]:
+            return [(p["episodes"], sum(p["per_seed"][s] for s in sample) / len(sample))
+                    for p in table[method]["all"]]
+        target = mean_curve("grpo")[-1][1]
+        return {m: episodes_to_reach(mean_curve(m), target) for m in table if table[m].get("all")}
+
+    point = estimate(seeds)
+    rng = random.Random(seed)
+    draws = [estimate([rng.choice(seeds) for _ in seeds]) for _ in range(resamples)]
+    out = {}
+    for method, value in point.items():
+        values = sorted(d[method] for d in draws)
+        lo, hi = values[int(0.025 * (len(values) - 1))], values[int(0.975 * (len(values) - 1))]
+        out[method] = {"episodes": _finite(value), "interval_95": [_finite(lo), _finite(hi)],
+                       "share_of_resamples_never_reaching": sum(math.isinf(v) for v in values) / len(values)}
+    return {"grpo_final_success": grpo[-1]["mean"], "methods": out}
+
+
+def _finite(x: float) -> float | None:
+    return None if math.isinf(x) else round(x, 1)
+
+
+def print_tables(table: dict, paired: dict, reach: dict) -> None:
+    for split in PANELS:
+        rows = {m: s.get(split, []) for m, s in table.items()}
         updates = sorted({p["update"] for r in rows.values() for p in r})
         if not updates:
             continue
-        n_seeds = len(next(iter(rows.values()))[0]["per_seed"]) if any(rows.values()) else 0
-        print(f"\n{split}: success (mean ± SE over {n_seeds} seed{'s' if n_seeds != 1 else ''}; one seed has no SE)"
-              f" by update" if n_seeds == 1 else f"\n{split}: success (mean ± SE over {n_seeds} seeds) by update")
-        print(f"{'method':<8}" + "".join(f"{u:>15}" for u in updates))
+        n_seeds = len(next(r for r in rows.values() if r)[0]["per_seed"])
+        print(f"\n{split}: success (mean ± SE over {n_seeds} seed{'s' if n_seeds != 1 else ''}) by update")
+        print(f"{'method':<9}" + "".join(f"{u:>15}" for u in updates))
         for method, points in rows.items():
             by_u = {p["update"]: p for p in points}
-            print(f"{method:<8}" + "".join(f"{by_u[u]['mean']:>9.3f} ±{by_u[u]['se']:.3f}" if u in by_u else
+            print(f"{method:<9}" + "".join(f"{by_u[u]['mean']:>9.3f} ±{by_u[u]['se']:.3f}" if u in by_u else
                                            f"{'—':>15}" for u in updates))
-    print(f"\nGRPO's final success (both panels): {summary['grpo_final_success']}")
-    if summary["grpo_final_at_or_below_start"]:
-        print("  (GRPO ended at or below the start point: every method 'reaches' it at update 0)")
-    for method, eps in summary["episodes_to_reach_grpo_final"].items():
-        print(f"  {method:<8} reaches it after {eps if eps is not None else 'not within the budget'}"
-              f"{' training episodes' if eps is not None else ''}")
+    print("\nPaired difference method − GRPO per seed (mean ± SE over seeds), last common update:")
+    for method, panels in paired.items():
+        print(f"  {method:<9}" + "  ".join(f"{split} {d['mean']:+.3f} ±{d['se']:.3f} (n={d['n_seeds']}, u{d['update']})"
+                                             for split, d in panels.items()))
+    if reach:
+        print(f"\nTraining episodes to reach GRPO's final success on both panels ({reach['grpo_final_success']:.3f}),"
+              " 95% bootstrap interval over seeds (None: not within the budget):")
+        for method, r in reach["methods"].items():
+            print(f"  {method:<9} {r['episodes']}  [{r['interval_95'][0]}, {r['interval_95'][1]}]"
+                  f"  never in {r['share_of_resamples_never_reaching']:.0%} of resamples")
 
 
-def plot(summary: dict, path: Path) -> bool:
+def plot(table: dict, path: Path) -> bool:
     try:
         import matplotlib
 
@@ -188,15 +290,15 @@ def plot(summary: dict, path: Path) -> bool:
     splits = ("valid_seen", "valid_unseen")
     fig, axes = plt.subplots(1, len(splits), figsize=(10, 4), sharey=True)
     for ax, split in zip(axes, splits):
-        for method, s in summary["curves"].items():
+        for method, s in table.items():
             pts = s.get(split, [])
             if pts:
-                x = [p["update"] for p in pts]
+                x = [p["episodes"] for p in pts]
                 y = [p["mean"] for p in pts]
                 e = [p["se"] for p in pts]
                 ax.errorbar(x, y, yerr=e, label=method, marker="o", capsize=3)
         ax.set_title(split)
-        ax.set_xlabel("update")
+        ax.set_xlabel("training episodes")
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("success (mean ± SE over seeds)")
     axes[-1].legend()
@@ -209,10 +311,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--config", default="default")
     ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
-    ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
+    ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
     ap.add_argument("--updates", type=int, default=6)
     ap.add_argument("--eval-every", type=int, default=3)
-    ap.add_argument("--eval-episodes", type=int, default=16, help="panel size per split")
+    ap.add_argument("--eval-episodes", type=int, default=64, help="panel size per split")
     ap.add_argument("--out", default="runs/learning")
     ap.add_argument("--report-only", action="store_true")
     ap.add_argument("overrides", nargs="*", help="extra key=value config overrides for every run")
@@ -225,22 +327,31 @@ def main() -> None:
     if not args.report_only:
         for seed in args.seeds:  # seed-major: a partial run still has every method for the first seeds
             seed_dir = out / f"seed{seed}"
-            build_start(args.config, base + [f"seed={seed}"], seed_dir)
-            for method in args.methods:
+            todo = [m for m in args.methods if not finished(ARCHIVE / seed_dir.name / m, args.updates, args.eval_every)]
+            if todo and len(todo) < len(args.methods) and not (seed_dir / "start").exists():
+                raise SystemExit(f"{ARCHIVE / seed_dir.name} holds methods trained from a start point that is gone "
+                                 f"(a seed runs in one sitting); remove that folder to redo seed {seed}")
+            for method in todo:
+                build_start(args.config, base + [f"seed={seed}"], seed_dir, start_of(method))
                 train_method(args.config, base + [f"seed={seed}"], seed_dir, method, args.updates, args.eval_every)
     cfg = load_config(args.config, base)
-    summary = summarise(collect(out, args.seeds, args.methods), args.seeds,
-                        cfg.rollout.tasks_per_update * cfg.rollout.group_size)
-    print_tables(summary)
+    table = summarise(collect(ARCHIVE, args.seeds, args.methods), args.seeds,
+                      cfg.rollout.tasks_per_update * cfg.rollout.group_size)
+    paired = {m: paired_minus(table, m) for m in table if m != "grpo"}
+    reach = reach_grpo_final(table)
+    print_tables(table, paired, reach)
     RESULTS.mkdir(parents=True, exist_ok=True)
     record = {
         **provenance(),
-        "config": cfg.to_dict(), "methods": {m: METHODS[m] for m in args.methods}, "seeds": args.seeds,
-        "updates": args.updates, "eval_every": args.eval_every, "eval_episodes_per_split": args.eval_episodes,
-        "wall_seconds_this_invocation": time.time() - t0, **summary,
+        "config": cfg.to_dict(), "methods": args.methods, "method_overrides": {m: METHODS[m] for m in args.methods},
+        "start_points": {m: START_POINTS[start_of(m)] for m in args.methods}, "seeds": args.seeds,
+        "updates": args.updates, "eval_every": args.eval_every, "eval_rooms_per_split": args.eval_episodes,
+        "wall_seconds_this_invocation": time.time() - t0, "curves": table,
+        "paired_seed_minus_grpo": paired.get("seed", {}), "paired_minus_grpo": paired,
+        "episodes_to_reach_grpo_final": reach,
     }
     (RESULTS / "learning.json").write_text(json.dumps(record, indent=2))
-    if plot(summary, RESULTS / "learning.png"):
+    if plot(table, RESULTS / "learning.png"):
         print(f"wrote {RESULTS / 'learning.png'}")
     print(f"wrote {RESULTS / 'learning.json'}")
 

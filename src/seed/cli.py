@@ -226,12 +226,15 @@ def cmd_envs(args) -> None:
 def cmd_play(args) -> None:
     """A person plays the env and sees exactly the prompt the agent would see."""
     from seed.agent import parse_action, render_text
-    from seed.envs import make
+    from seed.config import ConfigError
+    from seed.envs import available, make
     from seed.rollout.types import StepState
 
+    if args.env not in available():
+        raise ConfigError(f"unknown env {args.env!r}; available: {', '.join(available())}")
     kwargs, k, max_steps, validity = {}, args.history, args.max_steps, "format"
     if args.config:  # play the env exactly as that config sets it up (room generator, history, step limit)
-        from seed.config import ConfigError, load_config
+        from seed.config import load_config
 
         cfg = load_config(args.config)
         if cfg.env.name != args.env:

@@ -1,0 +1,150 @@
+"""Format collapse on CPU: which learning rate, mini-batch size and invalid penalty keep GRPO and SEED acting?
+
+GRPO on the CPU default once collapsed (every response invalid, equal rewards in every group, no gradient left).
+A recipe passes when, in every seed, both GRPO and SEED keep the rollout invalid rate at or below `--max-invalid`
+at every update. The search is by measurement and cheap first: every candidate runs GRPO (the method that
+collapsed) on the first seed; candidates that hold run GRPO and SEED on every seed. No evaluation panels are used
+(the invalid rate comes from the training rollouts), so the choice is not tuned on them.
+A seed's start point is rebuilt in each sitting (it is not kept), so runs of one seed from different sittings may
+start from slightly different weights; each run is still a measurement of its recipe from a start point of that seed.
+
+Runs start from the learning benchmark's start points (`<out>/seed<k>/start`, built here when missing, reused by
+benchmarks/learning.py) and live in `<out>/seed<k>/collapse/<candidate>/<method>/`, checkpointed after every
+update, so the script can be killed and restarted at any point:
+
+    nohup python benchmarks/collapse.py > collapse.log 2>&1 &
+    python benchmarks/collapse.py --report-only
+
+Prints the table and writes benchmarks/results/collapse.json.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import learning  # benchmarks/learning.py: the shared start points and run-directory seeding
+from provenance import provenance
+
+CANDIDATES: dict[str, list[str]] = {  # name -> overrides; the first is the CPU default's recipe
+    "default": [],
+    "lr1e-5": ["algo.lr=1.0e-5"],
+    "mb32": ["algo.mini_batch_size=32"],
+    "penalty0.5": ["rollout.invalid_penalty=0.5"],
+    "lr1e-5_mb32": ["algo.lr=1.0e-5", "algo.mini_batch_size=32"],
+}
+METHODS = ("grpo", "seed")
+ARCHIVE = learning.RESULTS / "collapse_runs"  # per-update metrics of every finished run: the report reads these
+
+
+def run_dir_of(out: Path, seed: int, candidate: str, method: str) -> Path:
+    return out / f"seed{seed}" / "collapse" / candidate / method
+
+
+def invalid_rates(run_dir: Path) -> list[float]:
+    """The rollout invalid rate of each finished update, in order."""
+    path = run_dir / "metrics.jsonl"
+    if not path.exists():
+        return []
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = [row for row in rows if "rollout/invalid_rate" in row]  # stage rows (update 0) have none
+    return [row["rollout/invalid_rate"] for row in sorted(rows, key=lambda r: r["update"])]
+
+
+def train_candidate(config: str, base: list[str], out: Path, seed: int, candidate: str, method: str,
+                    updates: int) -> None:
+    from seed.config import load_config
+    from seed.train.components import build_components
+    from seed.train.pipeline import train_stage
+
+    seed_dir = out / f"seed{seed}"
+    run_dir = run_dir_of(out, seed, candidate, method)
+    if len(invalid_rates(run_dir_of(ARCHIVE, seed, candidate, method))) >= updates:
+        return
+    learning.build_start(config, base, seed_dir, learning.start_of(method))
+    run_dir.parent.mkdir(parents=True, exist_ok=True)
+    learning.seed_run_dir(seed_dir, method, run_dir)
+    overrides = (base + learning.START_POINTS[learning.start_of(method)] + learning.METHODS[method]
+                 + CANDIDATES[candidate] + [f"run_dir={run_dir}", f"train.updates={updates}",
+                                            "train.checkpoint_every=1", "train.keep_checkpoints=1"])
+    t0 = time.time()
+    train_stage(build_components(load_config(config, overrides)))
+    learning.archive(run_dir, run_dir_of(ARCHIVE, seed, candidate, method))
+    print(f"[seed{seed} {candidate} {method}] {updates} updates: {time.time() - t0:.0f}s, invalid rate "
+          f"{' '.join(f'{r:.2f}' for r in invalid_rates(run_dir))}", flush=True)
+
+
+def holds(rates: list[float], updates: int, max_invalid: float) -> bool | None:
+    """True/False once every update ran; None while unfinished (a collapse already seen is False at once)."""
+    if any(r > max_invalid for r in rates):
+        return False
+    return True if len(rates) >= updates else None
+
+
+def report(seeds: list[int], updates: int, max_invalid: float) -> dict:
+    table: dict = {}
+    for candidate in CANDIDATES:
+        for method in METHODS:
+            for seed in seeds:
+                rates = invalid_rates(run_dir_of(ARCHIVE, seed, candidate, method))
+                if rates:
+                    table.setdefault(candidate, {}).setdefault(method, {})[str(seed)] = {
+                        "invalid_rate": rates, "max": max(rates), "holds": holds(rates, updates, max_invalid)}
+    verdict = {}
+    for candidate, methods in table.items():
+        runs = [r for m in METHODS for r in methods.get(m, {}).values()]
+        complete = all(str(s) in methods.get(m, {}) for m in METHODS for s in seeds)
+        if any(r["holds"] is False for r in runs):
+            verdict[candidate] = "collapses"
+        else:
+            verdict[candidate] = "passes" if complete and all(r["holds"] for r in runs) else "unfinished"
+    print(f"\nmax rollout invalid rate over {updates} updates (per seed), threshold {max_invalid}:")
+    for candidate, methods in table.items():
+        for method, per_seed in methods.items():
+            cells = " ".join(f"s{s}={r['max']:.2f}{'' if r['holds'] is not None else '…'}" for s, r in per_seed.items())
+            print(f"  {candidate:<14} {method:<5} {cells}")
+        print(f"  {candidate:<14} -> {verdict[candidate]}")
+    return {"runs": table, "verdict": verdict}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--config", default="default")
+    ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3])
+    ap.add_argument("--updates", type=int, default=6)
+    ap.add_argument("--max-invalid", type=float, default=0.2)
+    ap.add_argument("--candidates", nargs="+", default=list(CANDIDATES), choices=list(CANDIDATES))
+    ap.add_argument("--eval-episodes", type=int, default=64, help="the start points' panel size (as learning.py's)")
+    ap.add_argument("--out", default="runs/learning", help="shared with benchmarks/learning.py (its start points)")
+    ap.add_argument("--report-only", action="store_true")
+    ap.add_argument("overrides", nargs="*", help="extra key=value config overrides for every run")
+    args = ap.parse_args()
+    out = Path(args.out)
+
+    def base(seed: int) -> list[str]:  # the learning benchmark's, so the start points it builds are the same
+        return [f"eval.episodes={args.eval_episodes}", *args.overrides, f"seed={seed}"]
+
+    t0 = time.time()
+    if not args.report_only:
+        first = args.seeds[0]
+        for candidate in args.candidates:  # screen: GRPO on the first seed
+            train_candidate(args.config, base(first), out, first, candidate, "grpo", args.updates)
+        for candidate in args.candidates:  # survivors: both methods on every seed
+            rates = invalid_rates(run_dir_of(ARCHIVE, first, candidate, "grpo"))
+            if holds(rates, args.updates, args.max_invalid) is False:
+                continue
+            for seed in args.seeds:
+                for method in METHODS:
+                    train_candidate(args.config, base(seed), out, seed, candidate, method, args.updates)
+    result = report(args.seeds, args.updates, args.max_invalid)
+    learning.RESULTS.mkdir(parents=True, exist_ok=True)
+    record = {**provenance(), "candidates": {c: CANDIDATES[c] for c in args.candidates}, "seeds": args.seeds,
+              "updates": args.updates, "max_invalid": args.max_invalid,
+              "wall_seconds_this_invocation": time.time() - t0, **result}
+    (learning.RESULTS / "collapse.json").write_text(json.dumps(record, indent=2))
+    print(f"wrote {learning.RESULTS / 'collapse.json'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,51 @@
+"""The learning benchmark's statistics (benchmarks/learning.py), on curves whose answers can be worked by hand."""
+import importlib
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+learning = importlib.import_module("learning")
+
+
+def _table(per_method: dict[str, dict[int, list[float]]]) -> dict:
+    """curves[method]['all'][update] = per-seed successes -> summarise's table (4 episodes per update)."""
+    curves = {m: {"all": {u: dict(enumerate(v)) for u, v in pts.items()}} for m, pts in per_method.items()}
+    seeds = list(range(len(next(iter(next(iter(per_method.values())).values())))))
+    return learning.summarise(curves, seeds, episodes_per_update=4)
+
+
+def test_episodes_to_reach_interpolates_between_evaluation_points():
+    assert learning.episodes_to_reach([(0, 0.2), (12, 0.4), (24, 0.8)], 0.6) == pytest.approx(18.0)
+    assert learning.episodes_to_reach([(0, 0.5), (12, 0.4)], 0.5) == 0.0  # the start already reaches it
+    assert learning.episodes_to_reach([(0, 0.2), (12, 0.4)], 0.5) == math.inf
+
+
+def test_paired_difference_is_the_mean_and_se_of_per_seed_differences():
+    table = _table({"grpo": {0: [0.3, 0.4, 0.5], 6: [0.4, 0.5, 0.6]},
+                    "seed": {0: [0.3, 0.4, 0.5], 6: [0.5, 0.7, 0.6]}})
+    d = learning.paired_minus(table, "seed")["all"]
+    assert d["update"] == 6 and d["n_seeds"] == 3
+    assert d["mean"] == pytest.approx(0.1)  # differences 0.1, 0.2, 0.0
+    assert d["se"] == pytest.approx(0.1 / math.sqrt(3))  # their sample SD is 0.1
+
+
+def test_reach_grpo_final_point_estimate_and_interval():
+    table = _table({"grpo": {0: [0.2, 0.2, 0.2, 0.2], 6: [0.4, 0.4, 0.4, 0.4]},
+                    "seed": {0: [0.2, 0.2, 0.2, 0.2], 3: [0.4, 0.4, 0.4, 0.4], 6: [0.6, 0.6, 0.6, 0.6]},
+                    "gigpo": {0: [0.2, 0.2, 0.2, 0.2], 6: [0.3, 0.3, 0.3, 0.3]}})
+    reach = learning.reach_grpo_final(table, resamples=200)
+    assert reach["grpo_final_success"] == pytest.approx(0.4)
+    assert reach["methods"]["grpo"]["episodes"] == 24.0  # 6 updates x 4 episodes
+    assert reach["methods"]["seed"] == {"episodes": 12.0, "interval_95": [12.0, 12.0],
+                                        "share_of_resamples_never_reaching": 0.0}
+    assert reach["methods"]["gigpo"]["episodes"] is None
+    assert reach["methods"]["gigpo"]["share_of_resamples_never_reaching"] == 1.0
+
+
+def test_every_method_but_seed_sfw_shares_the_plain_start_point():
+    assert {learning.start_of(m) for m in learning.METHODS if m != "seed_sfw"} == {"start"}
+    assert learning.start_of("seed_sfw") == "start_sfw"
+    assert "warmup.skill_share=0" in learning.START_POINTS["start"]
