@@ -1,5 +1,6 @@
 """The learning benchmark's statistics (benchmarks/learning.py), on curves whose answers can be worked by hand."""
 import importlib
+import json
 import math
 import sys
 from pathlib import Path
@@ -49,3 +50,14 @@ def test_every_method_but_seed_sfw_shares_the_plain_start_point():
     assert {learning.start_of(m) for m in learning.METHODS if m != "seed_sfw"} == {"start"}
     assert learning.start_of("seed_sfw") == "start_sfw"
     assert "warmup.skill_share=0" in learning.START_POINTS["start"]
+
+
+def test_collapse_verdict_per_run(tmp_path):
+    collapse = importlib.import_module("collapse")
+    rows = [{"update": 0, "warmup/samples": 10},  # a stage row carries no invalid rate
+            {"update": 2, "rollout/invalid_rate": 0.25}, {"update": 1, "rollout/invalid_rate": 0.05}]
+    (tmp_path / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    assert collapse.invalid_rates(tmp_path) == [0.05, 0.25]
+    assert collapse.holds([0.05, 0.25], updates=6, max_invalid=0.2) is False  # a collapse is final at once
+    assert collapse.holds([0.05, 0.1], updates=6, max_invalid=0.2) is None  # unfinished
+    assert collapse.holds([0.2] * 6, updates=6, max_invalid=0.2) is True

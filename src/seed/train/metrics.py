@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import json
 import math
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -72,17 +73,30 @@ def phase_peak(stats: dict, name: str) -> Iterator[None]:
 
 
 def trim_heap() -> bool:
-    """Hand the C heap's free pages back to the OS (glibc `malloc_trim`); False where the C library has none.
+    """Hand the C heap's free pages back to the OS; False where the allocator offers no way to.
 
-    Every update allocates tensors of new shapes (batch and sequence lengths vary); glibc keeps the freed blocks
-    resident inside its heaps, so without a trim RSS creeps up from update to update although nothing in them is
-    alive. A trim after each update costs milliseconds."""
+    Every update allocates tensors of new shapes (batch and sequence lengths vary); the allocator keeps freed blocks
+    resident, so without a release RSS creeps up from update to update although nothing in them is alive. A release
+    after each update costs milliseconds. Under the tcmalloc the `seed` command preloads, glibc's `malloc_trim`
+    would find an empty heap: tcmalloc's own release runs instead."""
+    release = _heap_release()
+    if release is None:
+        return False
+    release()
+    return True
+
+
+@functools.cache
+def _heap_release() -> Callable[[], object] | None:
+    process = ctypes.CDLL(None)
+    tcmalloc_release = getattr(process, "MallocExtension_ReleaseFreeMemory", None)
+    if tcmalloc_release is not None:
+        return tcmalloc_release
     try:
         malloc_trim = ctypes.CDLL(ctypes.util.find_library("c")).malloc_trim
     except (OSError, AttributeError, TypeError):  # no C library found, or not glibc (musl, macOS)
-        return False
-    malloc_trim(0)
-    return True
+        return None
+    return lambda: malloc_trim(0)
 
 
 def finite_numbers(values: dict) -> dict[str, float]:
