@@ -8,9 +8,10 @@ collapsed) on the first seed; candidates that hold run GRPO and SEED on every se
 A seed's start point is rebuilt in each sitting (it is not kept), so runs of one seed from different sittings may
 start from slightly different weights; each run is still a measurement of its recipe from a start point of that seed.
 
-Runs start from the learning benchmark's start points (`<out>/seed<k>/start`, built here when missing, reused by
-benchmarks/learning.py) and live in `<out>/seed<k>/collapse/<candidate>/<method>/`, checkpointed after every
-update, so the script can be killed and restarted at any point:
+Runs start from the learning benchmark's start points (`<out>/seed<k>/start`, built here without their
+evaluation when missing, and reused by benchmarks/learning.py in the same sitting). They live in
+`<out>/seed<k>/collapse/<candidate>/<method>/` with a checkpoint after every update, so the script can be killed
+and restarted at any point:
 
     nohup python benchmarks/collapse.py > collapse.log 2>&1 &
     python benchmarks/collapse.py --report-only
@@ -62,7 +63,7 @@ def train_candidate(config: str, base: list[str], out: Path, seed: int, candidat
     run_dir = run_dir_of(out, seed, candidate, method)
     if len(invalid_rates(run_dir_of(ARCHIVE, seed, candidate, method))) >= updates:
         return
-    learning.build_start(config, base, seed_dir, learning.start_of(method))
+    learning.build_start(config, base, seed_dir, learning.start_of(method), evaluate=False)
     run_dir.parent.mkdir(parents=True, exist_ok=True)
     learning.seed_run_dir(seed_dir, method, run_dir)
     overrides = (base + learning.START_POINTS[learning.start_of(method)] + learning.METHODS[method]

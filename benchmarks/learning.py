@@ -70,14 +70,15 @@ def eval_file(run_dir: Path, update: int) -> Path:
     return run_dir / f"eval_update_{update:05d}.json"
 
 
-def build_start(config: str, base: list[str], seed_dir: Path, name: str = "start") -> None:
-    """Start stages + the update-0 evaluation, once per seed and start point."""
+def build_start(config: str, base: list[str], seed_dir: Path, name: str = "start", evaluate: bool = True) -> None:
+    """Start stages + the update-0 evaluation, once per seed and start point (the stages are skipped when their
+    markers exist, so a start built without its evaluation is evaluated later without being rebuilt)."""
     from seed.config import load_config
     from seed.train.components import build_components
     from seed.train.pipeline import eval_stage, load_latest_weights, prepare_run_dir, start_stages
 
     start = seed_dir / name
-    if eval_file(start, 0).exists():
+    if eval_file(start, 0).exists() or (not evaluate and (start / "checkpoints" / "update_00000.pt").exists()):
         return
     cfg = load_config(config, base + START_POINTS[name] + [f"run_dir={start}"])
     prepare_run_dir(cfg)
@@ -88,8 +89,9 @@ def build_start(config: str, base: list[str], seed_dir: Path, name: str = "start
 
         load_latest_weights(comps)
         _save_start_point(comps, {})
-    eval_stage(comps, "update_00000")
-    archive(start, ARCHIVE / seed_dir.name / name)
+    if evaluate:
+        eval_stage(comps, "update_00000")
+        archive(start, ARCHIVE / seed_dir.name / name)
 
 
 def archive(run_dir: Path, dest: Path) -> None:
@@ -115,7 +117,8 @@ def seed_run_dir(seed_dir: Path, method: str, run_dir: Path | None = None) -> Pa
         shutil.rmtree(filling, ignore_errors=True)
         (filling / "checkpoints").mkdir(parents=True)
         for name in ["reference.pt", "eval_update_00000.json", *[p.name for p in start.glob("stage_*.json")]]:
-            shutil.copy2(start / name, filling / name)
+            if (start / name).exists():  # a start built for the collapse search has no evaluation
+                shutil.copy2(start / name, filling / name)
         shutil.copy2(start / "checkpoints" / "update_00000.pt", filling / "checkpoints" / "update_00000.pt")
         filling.rename(run_dir)
     return run_dir

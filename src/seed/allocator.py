@@ -58,7 +58,7 @@ def preload_environment(environ: Mapping[str, str], library: str | None) -> dict
 def reexec_under_tcmalloc(command: Sequence[str]) -> None:
     """Replace this process by `command` with tcmalloc preloaded; return (doing nothing) when that does not apply."""
     env = preload_environment(os.environ, find_tcmalloc())
-    if env is None:
+    if env is None or not command or not command[0]:  # an embedded interpreter has no sys.executable
         return
     sys.stdout.flush()
     sys.stderr.flush()
