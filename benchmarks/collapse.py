@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -121,6 +122,9 @@ def main() -> None:
     ap.add_argument("--report-only", action="store_true")
     ap.add_argument("overrides", nargs="*", help="extra key=value config overrides for every run")
     args = ap.parse_args()
+    from seed.allocator import reexec_under_tcmalloc
+
+    reexec_under_tcmalloc([sys.executable, *sys.argv])  # the allocator the `seed` command runs under
     out = Path(args.out)
 
     def base(seed: int) -> list[str]:  # the learning benchmark's, so the start points it builds are the same

@@ -32,6 +32,7 @@ import json
 import math
 import random
 import shutil
+import sys
 import time
 from pathlib import Path
 from provenance import provenance  # benchmarks/provenance.py (scripts run from this folder)
@@ -322,6 +323,9 @@ def main() -> None:
     ap.add_argument("--report-only", action="store_true")
     ap.add_argument("overrides", nargs="*", help="extra key=value config overrides for every run")
     args = ap.parse_args()
+    from seed.allocator import reexec_under_tcmalloc
+
+    reexec_under_tcmalloc([sys.executable, *sys.argv])  # the allocator the `seed` command runs under
     from seed.config import load_config
 
     out = Path(args.out)
