@@ -1,7 +1,8 @@
 """Run the `seed` command under tcmalloc where the library is installed.
 
 glibc's malloc keeps the blocks a training forward frees (activations, recomputed chunks) instead of handing them
-back, so the resident set of a CPU run grows far past what is live; tcmalloc returns them and is no slower.
+back, so the resident set of a CPU run grows past what is live; tcmalloc keeps less and ran the default
+faster (benchmarks/RESULTS.md, "Memory of the CPU default", 7).
 An allocator can only be chosen before the process starts, so the console entry re-executes itself once with
 `LD_PRELOAD` set. `SEED_ALLOCATOR=system` keeps glibc's. Library code and tests calling `seed.cli.main` in-process
 are untouched.

@@ -88,8 +88,10 @@ def trim_heap() -> bool:
 
 @functools.cache
 def _heap_release() -> Callable[[], object] | None:
-    process = ctypes.CDLL(None)
-    tcmalloc_release = getattr(process, "MallocExtension_ReleaseFreeMemory", None)
+    try:
+        tcmalloc_release = getattr(ctypes.CDLL(None), "MallocExtension_ReleaseFreeMemory", None)
+    except (OSError, TypeError):  # no handle on the process's own symbols (Windows)
+        tcmalloc_release = None
     if tcmalloc_release is not None:
         return tcmalloc_release
     try:
