@@ -67,9 +67,7 @@ def train_candidate(config: str, base: list[str], out: Path, seed: int, candidat
     learning.build_start(config, base, seed_dir, learning.start_of(method), evaluate=False)
     run_dir.parent.mkdir(parents=True, exist_ok=True)
     learning.seed_run_dir(seed_dir, method, run_dir)
-    overrides = (base + learning.START_POINTS[learning.start_of(method)] + learning.METHODS[method]
-                 + CANDIDATES[candidate] + [f"run_dir={run_dir}", f"train.updates={updates}",
-                                            "train.checkpoint_every=1", "train.keep_checkpoints=1"])
+    overrides = learning.run_overrides(config, base, method, run_dir, updates, extra=CANDIDATES[candidate])
     t0 = time.time()
     train_stage(build_components(load_config(config, overrides)))
     learning.archive(run_dir, run_dir_of(ARCHIVE, seed, candidate, method))

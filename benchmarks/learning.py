@@ -133,6 +133,17 @@ def finished(run_dir: Path, updates: int, every: int) -> bool:
     return all(eval_file(run_dir, end).exists() for end in evaluation_points(updates, every))
 
 
+def run_overrides(config: str, base: list[str], method: str, run_dir: Path, updates: int,
+                  extra: list[str] = ()) -> list[str]:
+    """A method's run from its start point: the start's warm-up settings (so its stage markers hold), the method,
+    `extra`, and a checkpoint after every update (a kill loses at most the update in flight)."""
+    from seed.config import load_config
+
+    return (base + START_POINTS[start_of(method)] + method_overrides(method, load_config(config, base).env.name)
+            + list(extra) + [f"run_dir={run_dir}", f"train.updates={updates}", "train.checkpoint_every=1",
+                             "train.keep_checkpoints=1"])
+
+
 def train_method(config: str, base: list[str], seed_dir: Path, method: str, updates: int, every: int) -> None:
     from seed.config import load_config
     from seed.train.components import build_components
@@ -142,10 +153,7 @@ def train_method(config: str, base: list[str], seed_dir: Path, method: str, upda
     ends = evaluation_points(updates, every)
     if finished(run_dir, updates, every):
         return
-    start = START_POINTS[start_of(method)]
-    cfg = load_config(config, base + start + method_overrides(method, load_config(config, base).env.name) + [
-        f"run_dir={run_dir}", f"train.updates={updates}", "train.checkpoint_every=1", "train.keep_checkpoints=1"])
-    comps = build_components(cfg)
+    comps = build_components(load_config(config, run_overrides(config, base, method, run_dir, updates)))
     for end in ends:
         if eval_file(run_dir, end).exists():
             continue

@@ -7,6 +7,14 @@ import pytest
 from seed.allocator import chosen_allocator, find_tcmalloc, preload_environment
 
 LIB = "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"
+needs_tcmalloc = pytest.mark.skipif(
+    find_tcmalloc() is None or not sys.platform.startswith("linux"),
+    reason="tcmalloc is not installed (scripts/setup.sh installs libtcmalloc-minimal4 where it can)")
+
+
+def _env_without_preload(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "SEED_ALLOCATOR")}
+    return {**env, **extra}
 
 
 def test_preload_is_added_once_and_keeps_the_users_preloads():
@@ -38,8 +46,7 @@ def test_find_tcmalloc_looks_in_the_given_directories(tmp_path):
 
 def _mapped_libraries(allocator: str) -> str:
     """The shared objects mapped into a process that re-executed itself through seed.allocator."""
-    env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "SEED_ALLOCATOR")}
-    env["SEED_ALLOCATOR"] = allocator
+    env = _env_without_preload(SEED_ALLOCATOR=allocator)
     code = ("import sys; from seed.allocator import reexec_under_tcmalloc; "
             "reexec_under_tcmalloc([sys.executable, '-c', 'print(open(\"/proc/self/maps\").read())']); "
             "print(open('/proc/self/maps').read())")
@@ -48,17 +55,15 @@ def _mapped_libraries(allocator: str) -> str:
     return proc.stdout
 
 
-@pytest.mark.skipif(find_tcmalloc() is None or not sys.platform.startswith("linux"),
-                    reason="tcmalloc is not installed (scripts/setup.sh installs libtcmalloc-minimal4 where it can)")
+@needs_tcmalloc
 def test_the_reexecuted_process_runs_under_tcmalloc_unless_opted_out():
     assert "libtcmalloc" in _mapped_libraries("tcmalloc")
     assert "libtcmalloc" not in _mapped_libraries("system")
 
 
-@pytest.mark.skipif(find_tcmalloc() is None or not sys.platform.startswith("linux"),
-                    reason="tcmalloc is not installed (scripts/setup.sh installs libtcmalloc-minimal4 where it can)")
+@needs_tcmalloc
 def test_the_console_entry_keeps_arguments_and_exit_code_across_the_reexecution():
-    env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "SEED_ALLOCATOR")}
+    env = _env_without_preload()
     proc = subprocess.run([sys.executable, "-m", "seed.cli", "envs"], env=env, capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 0 and "sokoban" in proc.stdout, proc.stderr
