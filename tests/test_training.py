@@ -121,6 +121,76 @@ def test_resume_after_a_crash_redoes_only_the_lost_update(tmp_path):
     assert [r["update"] for r in read_metrics(run) if "time/rollout" in r] == [1, 2]
 
 
+def test_the_checkpoint_resumed_from_is_not_held_through_the_updates(tmp_path, monkeypatch):
+    """Its weights (and AdamW's moments) are copied into the model and the optimizer; a copy kept alive would add
+    their size to the memory of every later phase."""
+    import gc
+    import weakref
+
+    from seed.train import rl
+
+    cfg = _cfg(tmp_path, "train.updates=1", "warmup.enabled=false")
+    train_stage(build_components(cfg))
+    loaded: list[weakref.ref] = []
+    load = rl.load_latest_checkpoint
+
+    def tracked_load(*args, **kwargs):
+        path, state = load(*args, **kwargs)
+        loaded.extend(weakref.ref(t) for t in state["model"].values())
+        return path, state
+
+    alive_at_update: list[int] = []
+    update = rl.policy_update
+
+    def checked_update(*args, **kwargs):
+        gc.collect()
+        alive_at_update.append(sum(ref() is not None for ref in loaded))
+        return update(*args, **kwargs)
+
+    monkeypatch.setattr(rl, "load_latest_checkpoint", tracked_load)
+    monkeypatch.setattr(rl, "policy_update", checked_update)
+    assert train_stage(build_components(_cfg(tmp_path, "train.updates=2", "warmup.enabled=false"))) == 2
+    assert loaded and alive_at_update == [0]
+
+
+def _same_weights(model, weights) -> bool:
+    mine = model.state_dict()
+    return set(mine) == set(weights) and all(torch.equal(mine[k], weights[k].to(mine[k].dtype)) for k in weights)
+
+
+def test_the_kl_reference_is_built_after_the_start_stages_from_the_start_point(tmp_path, monkeypatch):
+    from seed.storage import load_verified
+    from seed.train import pipeline
+
+    cfg = _cfg(tmp_path, "train.updates=1")
+    comps = build_components(cfg)
+    assert comps.wants_reference and comps.reference is None
+    during_warmup = []
+    warmup = pipeline.warmup_stage
+    monkeypatch.setattr(pipeline, "warmup_stage", lambda c: (during_warmup.append(c.reference), warmup(c))[1])
+    train_stage(comps)
+    assert during_warmup == [None]  # the warm-up trains without a frozen copy beside the model
+    assert _same_weights(comps.reference.model, load_verified(Path(cfg.run_dir) / "reference.pt")["model"])
+    assert not any(p.requires_grad for p in comps.reference.model.parameters())
+
+
+def test_without_start_stages_the_reference_is_the_model_as_loaded(tmp_path):
+    from seed.models import load_model
+    from seed.train.pipeline import load_reference
+
+    plain = build_components(_cfg(tmp_path, "warmup.enabled=false", "train.updates=1"))
+    assert plain.reference is not None  # built at once: nothing will change the start point
+    as_loaded = load_model(plain.cfg.model.name, plain.tokenizer, seed=plain.cfg.seed).state_dict()
+    train_stage(plain)
+    assert _same_weights(plain.reference.model, as_loaded)
+    # warm-up switched on after RL began: no stage ran, so the reference is still the model as loaded
+    late = build_components(_cfg(tmp_path, "train.updates=1"))
+    late.policy.model.load_state_dict(plain.policy.model.state_dict())
+    rng = torch.get_rng_state()
+    load_reference(late)
+    assert _same_weights(late.reference.model, as_loaded) and torch.equal(torch.get_rng_state(), rng)
+
+
 def test_gigpo_trains(tmp_path):
     cfg = _cfg(tmp_path, "algo.advantage=gigpo", "train.updates=1", "warmup.enabled=false")
     assert train_stage(build_components(cfg)) == 1

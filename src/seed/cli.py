@@ -205,6 +205,7 @@ def cmd_probe(args) -> None:
     if state is not None:
         comps.policy.model.load_state_dict(state["model"])
         where = str(ckpt)
+    del state  # copied into the model: the probe must not run beside a second copy of the weights
     result = run_probe(comps, split=args.split, n_states=args.states, names=tuple(args.contexts),
                        group_size=args.group_size, seed=args.seed)
     result["weights"] = where

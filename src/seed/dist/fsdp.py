@@ -236,11 +236,10 @@ class FSDPRanks:
         self.names: list[str] = []
 
     def setup(self, components, state: dict | None):
-        import copy
-
         from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
 
         from seed.models import HFBackend
+        from seed.train.components import frozen_copy, remote_generation
         from seed.train.rl import make_optimizer
 
         cfg, model = components.cfg, components.policy.model
@@ -248,14 +247,9 @@ class FSDPRanks:
             model.load_state_dict(state["model"])
         self.names = [n for n, p in model.named_parameters() if p.requires_grad]
         if self.is_main:
-            replica = copy.deepcopy(model).eval()
-            for p in replica.parameters():
-                p.requires_grad_(False)
-            local = HFBackend(replica, components.tokenizer, device=cfg.model.device, precision=cfg.model.precision,
-                              seed=cfg.seed)
+            local = HFBackend(frozen_copy(model), components.tokenizer, device=cfg.model.device,
+                              precision=cfg.model.precision, seed=cfg.seed)
             if cfg.generation.workers > 0 or cfg.generation.backend != "hf":  # workers serve the replica's weights
-                from seed.train.components import remote_generation
-
                 local = remote_generation(local, cfg)
             components.remote = local
         shard_policy(components.policy)

@@ -30,6 +30,18 @@ class Components:
     policy: HFBackend
     reference: HFBackend | None
     remote: object | None = None  # RemoteBackend, built on first use when generation workers are configured
+    wants_reference: bool = False  # a KL reference is due; built by `build_reference` once the start point exists
+
+    def build_reference(self) -> HFBackend:
+        """The KL reference backend on a frozen copy of the policy's current weights (the caller loads the start
+        point into it when that differs)."""
+        if self.reference is None:
+            cfg, policy = self.cfg, self.policy
+            dtype = policy.amp_dtype if policy.amp_dtype is not None and policy.device.type == "cpu" else None
+            model = frozen_copy(policy.model, dtype)  # bf16-resident for scoring only: no per-pass casts
+            self.reference = HFBackend(model, self.tokenizer, device=cfg.model.device, precision=cfg.model.precision,
+                                       seed=cfg.seed)
+        return self.reference
 
     def rollout_backend(self):
         """Who decodes rollouts and analyses and re-scores for the teacher: the policy itself, or generation
@@ -100,14 +112,22 @@ def build_components(cfg: Config, with_reference: bool = True) -> Components:
     tok = load_tokenizer(cfg.model.name)
     model = load_model(cfg.model.name, tok, lora=cfg.model.lora, seed=cfg.seed)
     policy = HFBackend(model, tok, device=cfg.model.device, precision=cfg.model.precision, seed=cfg.seed)
-    reference = None
-    if with_reference and cfg.algo.kl_coef > 0:
-        ref_model = copy.deepcopy(model).eval()
-        if policy.amp_dtype is not None and policy.device.type == "cpu":
-            ref_model.to(policy.amp_dtype)  # scoring only: bf16-resident weights skip the per-pass casts
-        for p in ref_model.parameters():
-            p.requires_grad_(False)
-        reference = HFBackend(ref_model, tok, device=cfg.model.device, precision=cfg.model.precision, seed=cfg.seed)
-    if cfg.model.activation_checkpointing:  # after the reference copy: only the trained model recomputes
+    components = Components(cfg, tok, policy, None, wants_reference=with_reference and cfg.algo.kl_coef > 0)
+    if components.wants_reference and not (cfg.warmup.enabled or cfg.sft.enabled):
+        components.build_reference()  # the model as loaded is the start point; start stages would change it
+    if cfg.model.activation_checkpointing:
         enable_activation_checkpointing(model)
-    return Components(cfg, tok, policy, reference)
+    return components
+
+
+def frozen_copy(model: torch.nn.Module, dtype: torch.dtype | None = None) -> torch.nn.Module:
+    """A no-grad, eval-mode copy of `model` (in `dtype` where given) for scoring: references and fixed teachers."""
+    frozen = copy.deepcopy(model).eval()
+    if dtype is not None:
+        frozen.to(dtype)
+    for p in frozen.parameters():
+        p.requires_grad_(False)
+    for layer in frozen.modules():  # a copy of a checkpointed model: a frozen one never recomputes
+        if getattr(layer, "gradient_checkpointing", False):
+            layer.gradient_checkpointing = False
+    return frozen

@@ -6,7 +6,6 @@ for the teacher-signal metrics, the expert's next move at every step (`StepSampl
 """
 from __future__ import annotations
 
-import copy
 import json
 import logging
 import time
@@ -19,6 +18,7 @@ from seed.rollout.types import Episode, StepSample
 from seed.skills.rescore import rescore
 from seed.skills.sources import LibraryAnalyzer, PolicyAnalyzer, PrivilegedAnalyzer, SiblingAnalyzer, TeacherAnalyzer
 from seed.skills.teachers import OracleTeacher, expert_moves
+from seed.train.components import frozen_copy
 
 log = logging.getLogger(__name__)
 
@@ -54,10 +54,7 @@ class DistillStage:
             return c.scoring_backend()
         if d.teacher_weights == "base" and c.reference is not None:  # the frozen start model, shared with KL
             return c.reference
-        frozen = copy.deepcopy(c.policy.model).eval()
-        for p in frozen.parameters():
-            p.requires_grad_(False)
-        return HFBackend(frozen, c.tokenizer, device=c.cfg.model.device, precision=c.cfg.model.precision)
+        return HFBackend(frozen_copy(c.policy.model), c.tokenizer, device=c.cfg.model.device, precision=c.cfg.model.precision)
 
     def run(self, update: int, episodes: list[Episode], samples: list[StepSample]) -> dict:
         """Skills for the finished episodes, then each skilled step's teacher log-probs onto its sample

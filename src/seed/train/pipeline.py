@@ -80,6 +80,7 @@ def _start_stage(components, name: str, fn) -> None:
         return  # RL has started: start stages are over
     if state is not None:
         components.policy.model.load_state_dict(state["model"])
+    del state  # copied into the model: the stage must not run beside a second copy of the weights
     stats = fn()
     _save_start_point(components, {**stages, name: stats})
     _record_stage(components.cfg, name, stats)
@@ -165,14 +166,17 @@ def eval_stage(components, tag: str) -> dict:
 def load_reference(components) -> None:
     """The KL reference: `reference.pt` once a start stage has changed the weights, else the model as loaded.
     A missing reference.pt is rebuilt from checkpoint 0 when that still verifies; otherwise the run refuses to go
-    on rather than regularise towards the wrong model."""
-    if components.reference is None:
+    on rather than regularise towards the wrong model. Where start stages run, the reference is built here, after
+    them: they train without a frozen copy beside the model."""
+    if not components.wants_reference:
         return
     run_dir = Path(components.cfg.run_dir)
     ref_path = run_dir / "reference.pt"
     if not ref_path.exists():
-        if not list(run_dir.glob("stage_*.json")):
-            return  # no start stage ran: the start model is the model as loaded
+        if not list(run_dir.glob("stage_*.json")):  # no start stage ran: the start model is the model as loaded
+            if components.reference is None:  # (start stages were switched on after RL began)
+                _load_model_as_configured(components.build_reference().model, components)
+            return
         start = run_dir / "checkpoints" / "update_00000.pt"
         try:
             weights = load_verified(start)["model"]
@@ -182,7 +186,18 @@ def load_reference(components) -> None:
         save_verified({"model": weights}, ref_path)
         log.warning("reference.pt was missing: rebuilt from %s", start)
         print(f"seed: {ref_path} was missing; rebuilt from the start point {start.name}")
-    components.reference.model.load_state_dict(load_verified(ref_path)["model"])
+    components.build_reference().model.load_state_dict(load_verified(ref_path)["model"])
+
+
+def _load_model_as_configured(target, components) -> None:
+    import torch
+
+    from seed.models import load_model
+
+    cfg = components.cfg
+    with torch.random.fork_rng():  # a random-init model seeds torch: the run's own stream stays as it was
+        loaded = load_model(cfg.model.name, components.tokenizer, lora=cfg.model.lora, seed=cfg.seed)
+    target.load_state_dict(loaded.state_dict())
 
 
 def train_stage(components) -> int:

@@ -385,24 +385,32 @@ class SingleProcess:
                                           "optimizer": optimizer.state_dict(), **meta}, keep=keep)
 
 
+def _resume(components, ranks, run_dir: Path) -> tuple[torch.optim.Optimizer, int]:
+    """The optimizer and the first update to run, from the newest verified checkpoint (fresh at 0 without one).
+    The checkpoint's tensors are copied into the model and the optimizer and then dropped with this frame: a
+    copy of the weights (and, resuming mid-run, of AdamW's moments) held through the updates would add their
+    size to every phase's memory."""
+    if ranks.is_main:
+        remove_stale_temporaries(run_dir)
+    ckpt, state = load_latest_checkpoint(run_dir, set_aside=ranks.is_main)
+    optimizer = ranks.setup(components, state)
+    if state is None:
+        return optimizer, 0
+    set_rng_state(state["rng"])
+    components.rollout_backend().generator.set_state(state["generator"])
+    if state.get("skills") and ranks.is_main:  # the skill stream as the checkpoint saw it
+        (run_dir / "skills.jsonl").write_text(state["skills"])
+    log.info("resumed from %s (update %d)", ckpt, state["update"])
+    return optimizer, int(state["update"])
+
+
 def train(components, progress_factory=None, ranks=None, evaluate_every=None) -> int:
     """Run updates until `train.updates`; resumes from the run directory's newest verified checkpoint. Returns
     updates done. `evaluate_every(update)` (rank 0) runs after every `eval.every`-th update and returns metrics."""
     cfg = components.cfg
     ranks = ranks or SingleProcess()
     run_dir = Path(cfg.run_dir)
-    start = 0
-    if ranks.is_main:
-        remove_stale_temporaries(run_dir)
-    ckpt, state = load_latest_checkpoint(run_dir, set_aside=ranks.is_main)
-    optimizer = ranks.setup(components, state)
-    if state is not None:
-        set_rng_state(state["rng"])
-        components.rollout_backend().generator.set_state(state["generator"])
-        start = state["update"]
-        if state.get("skills") and ranks.is_main:  # the skill stream as the checkpoint saw it
-            (run_dir / "skills.jsonl").write_text(state["skills"])
-        log.info("resumed from %s (update %d)", ckpt, start)
+    optimizer, start = _resume(components, ranks, run_dir)
     if start >= cfg.train.updates:
         return start
     main = ranks.is_main
