@@ -8,15 +8,17 @@ collapsed) on the first seed; candidates that hold run GRPO and SEED on every se
 A seed's start point is rebuilt in each sitting (it is not kept), so runs of one seed from different sittings may
 start from slightly different weights; each run is still a measurement of its recipe from a start point of that seed.
 
-Runs start from the learning benchmark's start points (`<out>/seed<k>/start`, built here without their
-evaluation when missing, and reused by benchmarks/learning.py in the same sitting). They live in
-`<out>/seed<k>/collapse/<candidate>/<method>/` with a checkpoint after every update, so the script can be killed
-and restarted at any point:
+Runs start from one of the learning benchmark's start points (`--start`): `start_sfw`, the CPU default's own warm-up
+with skill following (the collapses seen so far all came from such starts), or `start`, the plain warm-up the
+learning benchmark's methods share. A start is built at `<out>/seed<k>/<start>` without its evaluation when
+missing, and reused by benchmarks/learning.py in the same sitting. Runs live in
+`<out>/seed<k>/collapse/<start>/<candidate>/<method>/` with a checkpoint after every update, so the script can be
+killed and restarted at any point:
 
     nohup python benchmarks/collapse.py > collapse.log 2>&1 &
     python benchmarks/collapse.py --report-only
 
-Prints the table and writes benchmarks/results/collapse.json.
+Prints the table of each start point and writes benchmarks/results/collapse.json.
 """
 from __future__ import annotations
 
@@ -40,8 +42,8 @@ METHODS = ("grpo", "seed")
 ARCHIVE = learning.RESULTS / "collapse_runs"  # per-update metrics of every finished run: the report reads these
 
 
-def run_dir_of(out: Path, seed: int, candidate: str, method: str) -> Path:
-    return out / f"seed{seed}" / "collapse" / candidate / method
+def run_dir_of(out: Path, seed: int, start_point: str, candidate: str, method: str) -> Path:
+    return out / f"seed{seed}" / "collapse" / start_point / candidate / method
 
 
 def invalid_rates(run_dir: Path) -> list[float]:
@@ -54,24 +56,25 @@ def invalid_rates(run_dir: Path) -> list[float]:
     return [row["rollout/invalid_rate"] for row in sorted(rows, key=lambda r: r["update"])]
 
 
-def train_candidate(config: str, base: list[str], out: Path, seed: int, candidate: str, method: str,
-                    updates: int) -> None:
+def train_candidate(config: str, base: list[str], out: Path, seed: int, start_point: str, candidate: str,
+                    method: str, updates: int) -> None:
     from seed.config import load_config
     from seed.train.components import build_components
     from seed.train.pipeline import train_stage
 
     seed_dir = out / f"seed{seed}"
-    run_dir = run_dir_of(out, seed, candidate, method)
-    if len(invalid_rates(run_dir_of(ARCHIVE, seed, candidate, method))) >= updates:
+    run_dir = run_dir_of(out, seed, start_point, candidate, method)
+    if len(invalid_rates(run_dir_of(ARCHIVE, seed, start_point, candidate, method))) >= updates:
         return
-    learning.build_start(config, base, seed_dir, learning.start_of(method), evaluate=False)
+    learning.build_start(config, base, seed_dir, start_point, evaluate=False)
     run_dir.parent.mkdir(parents=True, exist_ok=True)
-    learning.seed_run_dir(seed_dir, method, run_dir)
-    overrides = learning.run_overrides(config, base, method, run_dir, updates, extra=CANDIDATES[candidate])
+    learning.seed_run_dir(seed_dir, method, run_dir, start_point)
+    overrides = learning.run_overrides(config, base, method, run_dir, updates, extra=CANDIDATES[candidate],
+                                       start_point=start_point)
     t0 = time.time()
     train_stage(build_components(load_config(config, overrides)))
-    learning.archive(run_dir, run_dir_of(ARCHIVE, seed, candidate, method))
-    print(f"[seed{seed} {candidate} {method}] {updates} updates: {time.time() - t0:.0f}s, invalid rate "
+    learning.archive(run_dir, run_dir_of(ARCHIVE, seed, start_point, candidate, method))
+    print(f"[seed{seed} {start_point} {candidate} {method}] {updates} updates: {time.time() - t0:.0f}s, invalid rate "
           f"{' '.join(f'{r:.2f}' for r in invalid_rates(run_dir))}", flush=True)
 
 
@@ -82,12 +85,12 @@ def holds(rates: list[float], updates: int, max_invalid: float) -> bool | None:
     return True if len(rates) >= updates else None
 
 
-def report(seeds: list[int], updates: int, max_invalid: float) -> dict:
+def report(seeds: list[int], start_point: str, updates: int, max_invalid: float) -> dict:
     table: dict = {}
     for candidate in CANDIDATES:
         for method in METHODS:
             for seed in seeds:
-                rates = invalid_rates(run_dir_of(ARCHIVE, seed, candidate, method))
+                rates = invalid_rates(run_dir_of(ARCHIVE, seed, start_point, candidate, method))
                 if rates:
                     table.setdefault(candidate, {}).setdefault(method, {})[str(seed)] = {
                         "invalid_rate": rates, "max": max(rates), "holds": holds(rates, updates, max_invalid)}
@@ -99,7 +102,7 @@ def report(seeds: list[int], updates: int, max_invalid: float) -> dict:
             verdict[candidate] = "collapses"
         else:
             verdict[candidate] = "passes" if complete and all(r["holds"] for r in runs) else "unfinished"
-    print(f"\nmax rollout invalid rate over {updates} updates (per seed), threshold {max_invalid}:")
+    print(f"\nfrom {start_point}: max rollout invalid rate over {updates} updates (per seed), threshold {max_invalid}:")
     for candidate, methods in table.items():
         for method, per_seed in methods.items():
             cells = " ".join(f"s{s}={r['max']:.2f}{'' if r['holds'] is not None else '…'}" for s, r in per_seed.items())
@@ -115,6 +118,9 @@ def main() -> None:
     ap.add_argument("--updates", type=int, default=6)
     ap.add_argument("--max-invalid", type=float, default=0.2)
     ap.add_argument("--candidates", nargs="+", default=list(CANDIDATES), choices=list(CANDIDATES))
+    ap.add_argument("--start", default="start_sfw", choices=list(learning.START_POINTS),
+                    help="the start point's warm-up: start_sfw is the CPU default's own (skill following), start the "
+                         "plain one the learning benchmark shares")
     ap.add_argument("--eval-episodes", type=int, default=64, help="the start points' panel size (as learning.py's)")
     ap.add_argument("--out", default="runs/learning", help="shared with benchmarks/learning.py (its start points)")
     ap.add_argument("--report-only", action="store_true")
@@ -132,19 +138,19 @@ def main() -> None:
     if not args.report_only:
         first = args.seeds[0]
         for candidate in args.candidates:  # screen: GRPO on the first seed
-            train_candidate(args.config, base(first), out, first, candidate, "grpo", args.updates)
+            train_candidate(args.config, base(first), out, first, args.start, candidate, "grpo", args.updates)
         for candidate in args.candidates:  # survivors: both methods on every seed
-            rates = invalid_rates(run_dir_of(ARCHIVE, first, candidate, "grpo"))
+            rates = invalid_rates(run_dir_of(ARCHIVE, first, args.start, candidate, "grpo"))
             if holds(rates, args.updates, args.max_invalid) is False:
                 continue
             for seed in args.seeds:
                 for method in METHODS:
-                    train_candidate(args.config, base(seed), out, seed, candidate, method, args.updates)
-    result = report(args.seeds, args.updates, args.max_invalid)
+                    train_candidate(args.config, base(seed), out, seed, args.start, candidate, method, args.updates)
+    by_start = {start: report(args.seeds, start, args.updates, args.max_invalid) for start in learning.START_POINTS}
     learning.RESULTS.mkdir(parents=True, exist_ok=True)
-    record = {**provenance(), "candidates": {c: CANDIDATES[c] for c in args.candidates}, "seeds": args.seeds,
+    record = {**provenance(), "candidates": CANDIDATES, "start_points": learning.START_POINTS, "seeds": args.seeds,
               "updates": args.updates, "max_invalid": args.max_invalid,
-              "wall_seconds_this_invocation": time.time() - t0, **result}
+              "wall_seconds_this_invocation": time.time() - t0, "by_start": by_start}
     (learning.RESULTS / "collapse.json").write_text(json.dumps(record, indent=2))
     print(f"wrote {learning.RESULTS / 'collapse.json'}")
 

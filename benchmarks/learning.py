@@ -108,11 +108,12 @@ def archive(run_dir: Path, dest: Path) -> None:
         machine.write_text(json.dumps(provenance(), indent=2))
 
 
-def seed_run_dir(seed_dir: Path, method: str, run_dir: Path | None = None) -> Path:
-    """A method's run directory (default `<seed_dir>/<method>`), seeded with its start point's checkpoint,
-    reference, update-0 evaluation and stage markers; filled beside it and renamed, so a kill leaves none half-made."""
+def seed_run_dir(seed_dir: Path, method: str, run_dir: Path | None = None, start_point: str | None = None) -> Path:
+    """A method's run directory (default `<seed_dir>/<method>`), seeded with its start point's (default: the
+    method's own) checkpoint, reference, update-0 evaluation and stage markers; filled beside it and renamed, so a
+    kill leaves none half-made."""
     run_dir = run_dir or seed_dir / method
-    start = seed_dir / start_of(method)
+    start = seed_dir / (start_point or start_of(method))
     if not run_dir.exists():
         filling = run_dir.with_name(run_dir.name + ".filling")
         shutil.rmtree(filling, ignore_errors=True)
@@ -134,12 +135,13 @@ def finished(run_dir: Path, updates: int, every: int) -> bool:
 
 
 def run_overrides(config: str, base: list[str], method: str, run_dir: Path, updates: int,
-                  extra: list[str] = ()) -> list[str]:
-    """A method's run from its start point: the start's warm-up settings (so its stage markers hold), the method,
-    `extra`, and a checkpoint after every update (a kill loses at most the update in flight)."""
+                  extra: list[str] = (), start_point: str | None = None) -> list[str]:
+    """A method's run from its start point (default: the method's own): the start's warm-up settings (so its stage
+    markers hold), the method, `extra`, and a checkpoint after every update (a kill loses at most the update in
+    flight)."""
     from seed.config import load_config
 
-    return (base + START_POINTS[start_of(method)] + method_overrides(method, load_config(config, base).env.name)
+    return (base + START_POINTS[start_point or start_of(method)] + method_overrides(method, load_config(config, base).env.name)
             + list(extra) + [f"run_dir={run_dir}", f"train.updates={updates}", "train.checkpoint_every=1",
                              "train.keep_checkpoints=1"])
 
