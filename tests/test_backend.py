@@ -269,3 +269,20 @@ def test_lora_base_weights_live_in_the_autocast_dtype_with_the_same_numbers(toke
         assert torch.allclose(grads_fp32_base[name], grads_bf16_base[name], rtol=1e-5, atol=1e-7), name
     copy_params = {id(p) for p in stored.generation_model().parameters()}
     assert all(id(p) in copy_params for p in base)
+
+
+def test_freed_weights_come_back_tied_with_buffers_untouched(tokenizer):
+    from seed.models.backend import allocate_weights, free_weights
+
+    model = load_model("tiny-random", tokenizer)
+    model.tie_weights()
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    buffers = {k: v.clone() for k, v in model.named_buffers()}
+    free_weights(model)
+    assert all(p.is_meta for p in model.parameters())
+    assert model.get_output_embeddings().weight is model.get_input_embeddings().weight
+    assert allocate_weights(model, torch.device("cpu")) and not allocate_weights(model, torch.device("cpu"))
+    model.load_state_dict(state)
+    assert model.get_output_embeddings().weight is model.get_input_embeddings().weight
+    assert all(torch.equal(v, state[k]) for k, v in model.state_dict().items())
+    assert all(torch.equal(v, buffers[k]) for k, v in model.named_buffers())

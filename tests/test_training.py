@@ -191,6 +191,31 @@ def test_without_start_stages_the_reference_is_the_model_as_loaded(tmp_path):
     assert _same_weights(late.reference.model, as_loaded) and torch.equal(torch.get_rng_state(), rng)
 
 
+def test_an_offloaded_reference_is_freed_between_updates_and_trains_the_same(tmp_path, monkeypatch):
+    from seed.storage import load_verified
+    from seed.train import rl
+
+    kept = build_components(_cfg(tmp_path / "kept", "train.updates=2"))
+    offloaded = build_components(_cfg(tmp_path / "offloaded", "train.updates=2", "model.offload_reference=true"))
+    train_stage(kept)
+    freed_at_update = []
+    update = rl.policy_update
+
+    def checked_update(components, *args, **kwargs):
+        freed_at_update.append(all(p.is_meta for p in components.reference.model.parameters()))
+        return update(components, *args, **kwargs)
+
+    monkeypatch.setattr(rl, "policy_update", checked_update)
+    train_stage(offloaded)
+    assert freed_at_update == [False, True]  # loaded for the first update, freed from its pass to the next
+    assert all(p.is_meta for p in offloaded.reference.model.parameters())  # freed after the last update's pass
+    assert not any(p.is_meta for p in kept.reference.model.parameters())
+    before, after = kept.policy.model.state_dict(), offloaded.policy.model.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)  # the KL term saw the same reference
+    reference = offloaded.scoring_reference()  # read back from reference.pt
+    assert _same_weights(reference.model, load_verified(Path(offloaded.cfg.run_dir) / "reference.pt")["model"])
+
+
 def test_gigpo_trains(tmp_path):
     cfg = _cfg(tmp_path, "algo.advantage=gigpo", "train.updates=1", "warmup.enabled=false")
     assert train_stage(build_components(cfg)) == 1

@@ -41,6 +41,9 @@ class ModelConfig:
     activation_checkpointing: bool = _choice(False, False, True,
                                              doc="training forwards keep each decoder layer's input only and recompute "
                                                  "the rest in backward: less memory, more compute; same gradients")
+    offload_reference: bool = _choice(False, False, True,
+                                      doc="free the KL reference's weights after each use and read them back from "
+                                          "reference.pt for the next: the phases between run without them")
 
 
 @dataclass
@@ -586,7 +589,7 @@ FIXED_KEYS = ("seed", "model.name", "model.lora", "env.name", "env.kwargs", "env
               "rollout.tasks_per_update")
 # Keys that say how long, or where, a run goes on, not what it computes: may change on every resume.
 FREE_KEYS = ("run_dir", "train.updates", "train.checkpoint_every", "train.keep_checkpoints", "env.workers",
-             "env.step_timeout", "model.activation_checkpointing", "model.device", "dist.ray_address", "dist.train_processes", "generation.backend",
+             "env.step_timeout", "model.activation_checkpointing", "model.offload_reference", "model.device", "dist.ray_address", "dist.train_processes", "generation.backend",
              "generation.workers", "generation.gpu_memory_utilization", "generation.gpus_per_worker",
              "logging.tensorboard", "logging.wandb.project", "logging.wandb.entity", "logging.wandb.mode",
              "logging.wandb.episodes")

@@ -387,6 +387,30 @@ def low_precision_copy(model, dtype: torch.dtype):
     return copy.deepcopy(model, memo).to(dtype).eval()
 
 
+def free_weights(model) -> None:
+    """Drop every parameter's storage, keeping its shape and dtype on the meta device (buffers stay): the module
+    keeps its structure and its tied parameters, and `allocate_weights` + `load_state_dict` fill it again."""
+    _replace_parameters(model, lambda p: p.is_meta, "meta")
+
+
+def allocate_weights(model, device: torch.device) -> bool:
+    """Fresh (uninitialised) storage on `device` for parameters `free_weights` dropped; False if none was dropped."""
+    return _replace_parameters(model, lambda p: not p.is_meta, device)
+
+
+def _replace_parameters(model, keep, device) -> bool:
+    """Each parameter that `keep` does not accept becomes an empty one of its shape on `device`; a parameter tied
+    to several modules stays one parameter. True if any was replaced."""
+    old = list(model.parameters())  # alive until the end: their ids stay unique
+    new = {id(p): torch.nn.Parameter(torch.empty_like(p, device=device), requires_grad=p.requires_grad)
+           for p in old if not keep(p)}
+    for module in model.modules():
+        for name, p in module._parameters.items():
+            if p is not None and id(p) in new:
+                module._parameters[name] = new[id(p)]
+    return bool(new)
+
+
 def store_frozen_linears_in(model, dtype: torch.dtype) -> None:
     """Store the weights of frozen linear layers (a LoRA model's base) in the autocast dtype.
 

@@ -5,6 +5,7 @@ import copy
 import functools
 import random
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -13,8 +14,10 @@ from seed.config import Config
 from seed.dist.env_pool import make_env_pool
 from seed.envs import make
 from seed.models import HFBackend, Sampling, load_model, load_tokenizer
+from seed.models.backend import allocate_weights, free_weights, low_precision_copy
 from seed.models.checkpointing import enable_activation_checkpointing
 from seed.rollout.collector import Collector, RolloutSettings
+from seed.storage import load_verified
 
 
 def seed_everything(seed: int) -> None:
@@ -42,6 +45,23 @@ class Components:
             self.reference = HFBackend(model, self.tokenizer, device=cfg.model.device, precision=cfg.model.precision,
                                        seed=cfg.seed)
         return self.reference
+
+    @property
+    def reference_path(self) -> Path:
+        return Path(self.cfg.run_dir) / "reference.pt"
+
+    def scoring_reference(self) -> HFBackend | None:
+        """The KL reference ready to score: weights `release_reference` freed are read back from reference.pt."""
+        ref = self.reference
+        if ref is not None and allocate_weights(ref.model, ref.device):
+            ref.model.load_state_dict(load_verified(self.reference_path)["model"])
+        return ref
+
+    def release_reference(self) -> None:
+        """Free the reference's weights until its next use, where `model.offload_reference` is on and reference.pt
+        holds them (a run without start stages keeps the model as loaded in memory)."""
+        if self.reference is not None and self.cfg.model.offload_reference and self.reference_path.exists():
+            free_weights(self.reference.model)
 
     def rollout_backend(self):
         """Who decodes rollouts and analyses and re-scores for the teacher: the policy itself, or generation
@@ -122,9 +142,7 @@ def build_components(cfg: Config, with_reference: bool = True) -> Components:
 
 def frozen_copy(model: torch.nn.Module, dtype: torch.dtype | None = None) -> torch.nn.Module:
     """A no-grad, eval-mode copy of `model` (in `dtype` where given) for scoring: references and fixed teachers."""
-    frozen = copy.deepcopy(model).eval()
-    if dtype is not None:
-        frozen.to(dtype)
+    frozen = low_precision_copy(model, dtype) if dtype is not None else copy.deepcopy(model).eval()
     for p in frozen.parameters():
         p.requires_grad_(False)
     for layer in frozen.modules():  # a copy of a checkpointed model: a frozen one never recomputes

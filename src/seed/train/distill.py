@@ -76,6 +76,8 @@ class DistillStage:
         t1 = time.perf_counter()
         skills = {e.episode_id: e.skill for e in finished if e.skill}
         step_skills = {e.episode_id: e.step_skills for e in finished if e.skill and e.step_skills}
+        if self.teacher_backend is self.c.reference:  # the frozen start model: its weights may have been freed
+            self.c.scoring_reference()
         teacher = rescore(self.teacher_backend, self.c.tokenizer, samples, skills, self.c.cfg.algo.token_budget,
                           step_skills, self.c.cfg.rollout.max_prompt_tokens)
         for sample, logps in zip(samples, teacher):

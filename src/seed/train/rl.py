@@ -153,10 +153,13 @@ def policy_update(components, optimizer, batch: Batch, dp=None, guard: SkipGuard
     plan = mini_batch_plan(len(samples), a.mini_batch_size, a.pad_mini_batches,
                            random.Random(cfg.seed * 1_000_003 + update))
     t0 = time.perf_counter()
+    reference = components.scoring_reference()
     scores = _Scores(
-        ref=components.reference.logprobs(prompts, responses, a.token_budget) if components.reference else None,
+        ref=reference.logprobs(prompts, responses, a.token_budget) if reference else None,
         old=policy.logprobs(prompts, responses, a.token_budget)
         if len(plan) > 1 or cfg.distill.kind == "positive" else None)
+    del reference
+    components.release_reference()  # (model.offload_reference) not held through the steps and the next rollout
     t_scores = time.perf_counter() - t0
     params = objective_params(cfg)
     policy.release_generation_copy()
