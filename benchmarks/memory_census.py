@@ -47,12 +47,14 @@ def census(tag: str, components, optimizer) -> dict:
 
     policy = components.policy
     moments = [v for s in optimizer.state.values() for v in s.values() if torch.is_tensor(v)] if optimizer else []
-    row = {"at": tag, "rss_mb": rss_mb(), "high_water_mb": _high_water_mb(), "live_tensors_mb": live_tensor_mb(),
+    row = {"at": tag, "rss_mb": rss_mb(), "high_water_mb": _high_water_mb(),
            "weights_mb": mb(policy.model.parameters()),
+           # read first: a gradient has no Python object (so the census cannot see it) until `.grad` is read
            "grads_mb": mb(p.grad for p in policy.model.parameters() if p.grad is not None),
            "adam_moments_mb": mb(moments),
            "reference_mb": mb(components.reference.model.parameters()) if components.reference else 0.0,
            "decoding_copy_mb": mb(policy._gen_model.parameters()) if policy._gen_model is not None else 0.0}
+    row["live_tensors_mb"] = live_tensor_mb()
     known = sum(row[k] for k in ("weights_mb", "grads_mb", "adam_moments_mb", "reference_mb", "decoding_copy_mb"))
     row["unexplained_tensors_mb"] = row["live_tensors_mb"] - known
     row["rss_above_tensors_mb"] = row["rss_mb"] - row["live_tensors_mb"]
