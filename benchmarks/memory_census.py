@@ -24,7 +24,8 @@ SHORT = ["warmup.episodes=8", "warmup.epochs=1", "label.tasks=8", "eval.episodes
 
 
 def mb(tensors) -> float:
-    return sum(t.numel() * t.element_size() for t in tensors) / 2**20
+    """Resident bytes: a parameter freed to the meta device (an offloaded reference) holds none."""
+    return sum(t.numel() * t.element_size() for t in tensors if not t.is_meta) / 2**20
 
 
 def live_tensor_mb() -> float:
