@@ -76,7 +76,7 @@ def main() -> None:
     from seed.config import load_config
     from seed.train import rl
     from seed.train.components import build_components
-    from seed.train.metrics import phase_peaks_mb
+    from seed.train.metrics import phase_peaks_mb, phase_seconds
     from seed.train.pipeline import train_stage
 
     rows: list[dict] = []
@@ -110,7 +110,7 @@ def main() -> None:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"rows": rows, "short": SHORT, "overrides": args.overrides,
-                               "peak_rss_by_phase_mb": phase_peaks_mb,
+                               "peak_rss_by_phase_mb": phase_peaks_mb, "seconds_by_phase": phase_seconds,
                                "provenance": provenance()}, indent=2))
     print(f"wrote {out}")
 

@@ -2,7 +2,6 @@
 
 The backend is scripted (fixed responses) so that each rule meets a response that tests it; the env and the
 tokenizer are real."""
-import pytest
 
 from seed.envs import make
 from seed.models.backend import Generation

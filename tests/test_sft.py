@@ -198,3 +198,25 @@ def test_skill_weight_teaches_the_skill_tokens_faster(tmp_path):
         return total / count
 
     assert skill_nll(8.0) < skill_nll(1.0)
+
+
+def test_the_sft_token_budget_splits_micro_batches_not_the_step(tmp_path, monkeypatch):
+    """sft.token_budget only sets how many sequences one forward holds: the step (gradients summed over the micro-
+    batches) and so the trained weights are those of one micro-batch per step."""
+    from seed.train import analyzer_sft
+
+    base = [f"run_dir={tmp_path}", "label.tasks=3", "label.group_size=2", "sft.epochs=1", "sft.batch_size=4",
+            "sft.eval_generations=0", "sft.holdout=0.2", "algo.token_budget=100000"]
+    labels = label_stage(build_components(load_config("tiny", base), with_reference=False))
+    sizes: list[int] = []
+    split = analyzer_sft.token_budget_batches
+    monkeypatch.setattr(analyzer_sft, "token_budget_batches",
+                        lambda lengths, budget: [sizes.append(len(m)) or m for m in split(lengths, budget)])
+    weights = {}
+    for budget in (0, 1):  # 0: algo.token_budget, every batch in one forward; 1: one sequence per forward
+        comps = build_components(load_config("tiny", [*base, f"sft.token_budget={budget}"]), with_reference=False)
+        sizes.clear()
+        sft_stage(comps, labels)
+        weights[budget] = [p.detach().clone() for p in comps.policy.model.parameters()]
+        assert max(sizes) == (1 if budget else 4)
+    assert all(torch.allclose(a, b, atol=1e-6, rtol=1e-4) for a, b in zip(weights[0], weights[1]))

@@ -198,6 +198,9 @@ class SftConfig:
     skill_weight: float = _positive(1.0, minimum=1, maximum=100, doc="the episode_skill's tokens weigh this many "
                                     "times in a label's token mean (1: the official per-sample mean); the skill is "
                                     "what SEED's teacher reads, and its opener one token in a ~70-token target")
+    token_budget: int = _positive(0, minimum=0, doc="padded tokens per micro-batch of the analyzer SFT (0: "
+                                  "algo.token_budget); its transcripts are the longest sequences a run trains on, so "
+                                  "its micro-batches set the memory peak, not its optimizer step (gradients add up)")
     format_replay: bool = _choice(False, False, True,
                                   doc="every batch also carries some of the format warm-up's demonstrations (needs "
                                       "warmup.enabled): a small model that learns to analyse at a high lr otherwise "

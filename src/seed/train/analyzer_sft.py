@@ -198,6 +198,7 @@ def sft_stage(components, labels: Path, progress_factory=None) -> dict:
     schedule = warmup_cosine(opt, total_steps, s.warmup_ratio)
     rng = random.Random(cfg.seed)
     bar = progress_factory(total=total_steps, desc="analyzer sft") if progress_factory else None
+    budget = s.token_budget or cfg.algo.token_budget
     policy.release_generation_copy()
     policy.model.train()
     skipped = 0
@@ -213,7 +214,7 @@ def sft_stage(components, labels: Path, progress_factory=None) -> dict:
             opt.zero_grad(set_to_none=True)
             loss_value = 0.0
             # one optimizer step per batch of `sft.batch_size`, accumulated over token-budget micro-batches
-            for micro in token_budget_batches([len(d.prompt) + len(d.response) for d in batch], cfg.algo.token_budget):
+            for micro in token_budget_batches([len(d.prompt) + len(d.response) for d in batch], budget):
                 logp, mask, _ = policy.forward_logps([batch[j].prompt for j in micro],
                                                      [batch[j].response for j in micro])
                 # a replayed demonstration's action weighs as in the format warm-up, a label's skill `skill_weight`
@@ -233,7 +234,7 @@ def sft_stage(components, labels: Path, progress_factory=None) -> dict:
         bar.close()
     with torch.no_grad():
         total, count = 0.0, 0
-        for micro in token_budget_batches([len(d.prompt) + len(d.response) for d in held], cfg.algo.token_budget):
+        for micro in token_budget_batches([len(d.prompt) + len(d.response) for d in held], budget):
             logp, mask, _ = policy.forward_logps([held[j].prompt for j in micro], [held[j].response for j in micro])
             total += -(logp * mask).sum().item()
             count += int(mask.sum().item())
