@@ -37,7 +37,7 @@ def child(shape: str, steps: int, precision: str, autocast_cache: bool = True) -
     from seed.models import SMOLLM2, load_model, load_tokenizer
     from seed.models.backend import HFBackend
     from seed.models.checkpointing import enable_activation_checkpointing
-    from seed.train.metrics import rss_mb, trim_heap
+    from seed.train.metrics import _high_water_mb, rss_mb, trim_heap
     from seed.train.optim import adamw, guarded_step
 
     torch.manual_seed(0)
@@ -74,8 +74,7 @@ def child(shape: str, steps: int, precision: str, autocast_cache: bool = True) -
         loss.backward()
         guarded_step(optimizer, params, 1.0, float(loss))
         seconds.append(time.perf_counter() - t0)
-        with open("/proc/self/status") as f:
-            peaks.append(next(int(line.split()[1]) / 1024 for line in f if line.startswith("VmHWM:")))
+        peaks.append(_high_water_mb())
     return {"start_mb": start_mb, "peak_mb": peaks, "peak_above_start_mb": [p - start_mb for p in peaks],
             "seconds": seconds, "autocast_dtype": str(backend.amp_dtype)}
 

@@ -170,8 +170,7 @@ def load_reference(components) -> None:
     them: they train without a frozen copy beside the model."""
     if not components.wants_reference:
         return
-    run_dir = Path(components.cfg.run_dir)
-    ref_path = run_dir / "reference.pt"
+    run_dir, ref_path = Path(components.cfg.run_dir), components.reference_path
     if not ref_path.exists():
         if not list(run_dir.glob("stage_*.json")):  # no start stage ran: the start model is the model as loaded
             if components.reference is None:  # (start stages were switched on after RL began)
