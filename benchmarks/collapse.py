@@ -4,7 +4,9 @@ GRPO on the CPU default once collapsed (every response invalid, equal rewards in
 A recipe passes when, in every seed, both GRPO and SEED keep the rollout invalid rate at or below `--max-invalid`
 at every update. The search is by measurement and cheap first: every candidate runs GRPO (the method that
 collapsed) on the first seed; candidates that hold run GRPO and SEED on every seed. No evaluation panels are used
-(the invalid rate comes from the training rollouts), so the choice is not tuned on them.
+(the invalid rate comes from the training rollouts), so the choice is not tuned on them. The learning benchmark's
+GRPO and SEED runs (and SEED from the skill-following start) are runs of the default recipe: they count for it where
+this search has none of its own for a seed.
 A seed's start point is rebuilt in each sitting (it is not kept), so runs of one seed from different sittings may
 start from slightly different weights; each run is still a measurement of its recipe from a start point of that seed.
 
@@ -39,6 +41,8 @@ CANDIDATES: dict[str, list[str]] = {  # name -> overrides; the first is the CPU 
     "lr1e-5_mb32": ["algo.lr=1.0e-5", "algo.mini_batch_size=32"],
 }
 METHODS = ("grpo", "seed")
+# (start point, method) -> the learning benchmark's method that runs the default recipe so: its runs count here
+LEARNING_TWINS = {("start", "grpo"): "grpo", ("start", "seed"): "seed", ("start_sfw", "seed"): "seed_sfw"}
 ARCHIVE = learning.RESULTS / "collapse_runs"  # per-update metrics of every finished run: the report reads these
 
 
@@ -46,14 +50,13 @@ def run_dir_of(out: Path, seed: int, start_point: str, candidate: str, method: s
     return out / f"seed{seed}" / "collapse" / start_point / candidate / method
 
 
-def invalid_rates(run_dir: Path) -> list[float]:
-    """The rollout invalid rate of each finished update, in order."""
-    path = run_dir / "metrics.jsonl"
-    if not path.exists():
-        return []
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    rows = [row for row in rows if "rollout/invalid_rate" in row]  # stage rows (update 0) have none
-    return [row["rollout/invalid_rate"] for row in sorted(rows, key=lambda r: r["update"])]
+def archived_rates(seed: int, start_point: str, candidate: str, method: str) -> list[float]:
+    """A run's invalid rates from the archive: its own or, for the default recipe, the learning benchmark's run of
+    the same method from the same start point (the same overrides, so the same recipe)."""
+    rates = learning.invalid_rates(run_dir_of(ARCHIVE, seed, start_point, candidate, method))
+    twin = LEARNING_TWINS.get((start_point, method)) if candidate == "default" else None
+    twin_rates = learning.invalid_rates(learning.ARCHIVE / f"seed{seed}" / twin) if twin else []
+    return twin_rates if len(twin_rates) > len(rates) else rates
 
 
 def train_candidate(config: str, base: list[str], out: Path, seed: int, start_point: str, candidate: str,
@@ -64,7 +67,7 @@ def train_candidate(config: str, base: list[str], out: Path, seed: int, start_po
 
     seed_dir = out / f"seed{seed}"
     run_dir = run_dir_of(out, seed, start_point, candidate, method)
-    if len(invalid_rates(run_dir_of(ARCHIVE, seed, start_point, candidate, method))) >= updates:
+    if len(archived_rates(seed, start_point, candidate, method)) >= updates:
         return
     learning.build_start(config, base, seed_dir, start_point, evaluate=False)
     run_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -75,7 +78,7 @@ def train_candidate(config: str, base: list[str], out: Path, seed: int, start_po
     train_stage(build_components(load_config(config, overrides)))
     learning.archive(run_dir, run_dir_of(ARCHIVE, seed, start_point, candidate, method))
     print(f"[seed{seed} {start_point} {candidate} {method}] {updates} updates: {time.time() - t0:.0f}s, invalid rate "
-          f"{' '.join(f'{r:.2f}' for r in invalid_rates(run_dir))}", flush=True)
+          f"{' '.join(f'{r:.2f}' for r in learning.invalid_rates(run_dir))}", flush=True)
 
 
 def holds(rates: list[float], updates: int, max_invalid: float) -> bool | None:
@@ -90,7 +93,7 @@ def report(seeds: list[int], start_point: str, updates: int, max_invalid: float)
     for candidate in CANDIDATES:
         for method in METHODS:
             for seed in seeds:
-                rates = invalid_rates(run_dir_of(ARCHIVE, seed, start_point, candidate, method))
+                rates = archived_rates(seed, start_point, candidate, method)
                 if rates:
                     table.setdefault(candidate, {}).setdefault(method, {})[str(seed)] = {
                         "invalid_rate": rates, "max": max(rates), "holds": holds(rates, updates, max_invalid)}
@@ -140,7 +143,7 @@ def main() -> None:
         for candidate in args.candidates:  # screen: GRPO on the first seed
             train_candidate(args.config, base(first), out, first, args.start, candidate, "grpo", args.updates)
         for candidate in args.candidates:  # survivors: both methods on every seed
-            rates = invalid_rates(run_dir_of(ARCHIVE, first, args.start, candidate, "grpo"))
+            rates = archived_rates(first, args.start, candidate, "grpo")
             if holds(rates, args.updates, args.max_invalid) is False:
                 continue
             for seed in args.seeds:

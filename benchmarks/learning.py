@@ -58,6 +58,16 @@ OWN_START = {"seed_sfw": "start_sfw"}
 PANELS = ("valid_seen", "valid_unseen", "all")
 
 
+def invalid_rates(run_dir: Path) -> list[float]:
+    """The rollout invalid rate of each finished update of a run (or its archive), in order."""
+    path = run_dir / "metrics.jsonl"
+    if not path.exists():
+        return []
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = [row for row in rows if "rollout/invalid_rate" in row]  # stage rows (update 0) have none
+    return [row["rollout/invalid_rate"] for row in sorted(rows, key=lambda r: r["update"])]
+
+
 def start_of(method: str) -> str:
     return OWN_START.get(method, "start")
 
@@ -191,6 +201,18 @@ def collect(out: Path, seeds: list[int], methods: list[str]) -> dict:
     return curves
 
 
+def invalid_table(out: Path, seeds: list[int], methods: list[str]) -> dict:
+    """table[method][seed] = the rollout invalid rate of every update and their maximum: a format collapse (every
+    response invalid, no gradient left) shows here before it shows on the panels."""
+    table: dict = {}
+    for method in methods:
+        for seed in seeds:
+            rates = invalid_rates(out / f"seed{seed}" / method)
+            if rates:
+                table.setdefault(method, {})[str(seed)] = {"invalid_rate": rates, "max": max(rates)}
+    return table
+
+
 def summarise(curves: dict, seeds: list[int], episodes_per_update: int) -> dict:
     """Mean ± SE over seeds per method, panel and update; a point counts once every seed has it."""
     table: dict = {}
@@ -265,6 +287,12 @@ def reach_grpo_final(table: dict, resamples: int = 2000, seed: int = 0) -> dict:
 
 def _finite(x: float) -> float | None:
     return None if math.isinf(x) else round(x, 1)
+
+
+def print_invalid(invalid: dict) -> None:
+    print("\nRollout invalid rate, the highest over a run's updates, per seed:")
+    for method, per_seed in invalid.items():
+        print(f"  {method:<9} " + " ".join(f"s{s}={r['max']:.2f}" for s, r in per_seed.items()))
 
 
 def print_tables(table: dict, paired: dict, reach: dict) -> None:
@@ -356,7 +384,9 @@ def main() -> None:
                       cfg.rollout.tasks_per_update * cfg.rollout.group_size)
     paired = {m: paired_minus(table, m) for m in table if m != "grpo"}
     reach = reach_grpo_final(table)
+    invalid = invalid_table(ARCHIVE, args.seeds, args.methods)
     print_tables(table, paired, reach)
+    print_invalid(invalid)
     RESULTS.mkdir(parents=True, exist_ok=True)
     record = {
         **provenance(),
@@ -365,7 +395,7 @@ def main() -> None:
         "updates": args.updates, "eval_every": args.eval_every, "eval_rooms_per_split": args.eval_episodes,
         "wall_seconds_this_invocation": time.time() - t0, "curves": table,
         "paired_seed_minus_grpo": paired.get("seed", {}), "paired_minus_grpo": paired,
-        "episodes_to_reach_grpo_final": reach,
+        "episodes_to_reach_grpo_final": reach, "invalid_rate": invalid,
     }
     (RESULTS / "learning.json").write_text(json.dumps(record, indent=2))
     if plot(table, RESULTS / "learning.png"):

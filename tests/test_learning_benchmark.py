@@ -52,12 +52,40 @@ def test_every_method_but_seed_sfw_shares_the_plain_start_point():
     assert "warmup.skill_share=0" in learning.START_POINTS["start"]
 
 
-def test_collapse_verdict_per_run(tmp_path):
+def _metrics(run_dir: Path, rates: list[float]) -> None:
+    """A run's metrics.jsonl: a stage row (no invalid rate), then the updates' rows out of order."""
+    rows = [{"update": 0, "warmup/samples": 10}] + [{"update": u, "rollout/invalid_rate": r}
+                                                   for u, r in reversed(list(enumerate(rates, start=1)))]
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+
+
+def test_invalid_rates_per_update_and_the_table_of_maxima(tmp_path):
+    _metrics(tmp_path / "seed0" / "grpo", [0.05, 0.25])
+    _metrics(tmp_path / "seed1" / "grpo", [0.0, 0.1, 0.02])
+    assert learning.invalid_rates(tmp_path / "seed0" / "grpo") == [0.05, 0.25]
+    table = learning.invalid_table(tmp_path, seeds=[0, 1, 2], methods=["grpo", "seed"])
+    assert table == {"grpo": {"0": {"invalid_rate": [0.05, 0.25], "max": 0.25},
+                              "1": {"invalid_rate": [0.0, 0.1, 0.02], "max": 0.1}}}
+
+
+def test_collapse_counts_the_learning_benchmarks_runs_of_the_default_recipe(tmp_path, monkeypatch):
     collapse = importlib.import_module("collapse")
-    rows = [{"update": 0, "warmup/samples": 10},  # a stage row carries no invalid rate
-            {"update": 2, "rollout/invalid_rate": 0.25}, {"update": 1, "rollout/invalid_rate": 0.05}]
-    (tmp_path / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    assert collapse.invalid_rates(tmp_path) == [0.05, 0.25]
+    monkeypatch.setattr(collapse, "ARCHIVE", tmp_path / "collapse_runs")
+    monkeypatch.setattr(learning, "ARCHIVE", tmp_path / "learning_runs")
+    _metrics(tmp_path / "learning_runs" / "seed3" / "seed_sfw", [0.0] * 6)
+    _metrics(tmp_path / "learning_runs" / "seed3" / "grpo", [0.3] * 6)
+    _metrics(collapse.run_dir_of(collapse.ARCHIVE, 3, "start", "default", "grpo"), [0.1] * 6)
+    # SEED from the skill-following start is the learning benchmark's seed_sfw, for the default recipe only
+    assert collapse.archived_rates(3, "start_sfw", "default", "seed") == [0.0] * 6
+    assert collapse.archived_rates(3, "start_sfw", "lr1e-5", "seed") == []
+    assert collapse.archived_rates(3, "start", "default", "seed") == []
+    # a run of the search's own is kept unless the twin has more updates
+    assert collapse.archived_rates(3, "start", "default", "grpo") == [0.1] * 6
+
+
+def test_collapse_verdict_per_run():
+    collapse = importlib.import_module("collapse")
     assert collapse.holds([0.05, 0.25], updates=6, max_invalid=0.2) is False  # a collapse is final at once
     assert collapse.holds([0.05, 0.1], updates=6, max_invalid=0.2) is None  # unfinished
     assert collapse.holds([0.2] * 6, updates=6, max_invalid=0.2) is True
