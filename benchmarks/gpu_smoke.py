@@ -26,7 +26,7 @@ def main() -> None:
     from seed.dist.generation import GenerationWorker
     from seed.models import HFBackend, Sampling, load_tokenizer
     from seed.models.load import tiny_model
-    from seed.rollout.types import StepSample, StepState
+    from seed.types import StepSample, StepState
     from seed.train.rl import Batch
 
     t_all = time.perf_counter()

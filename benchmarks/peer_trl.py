@@ -29,7 +29,7 @@ from seed.agent.render import render, render_messages
 from seed.config import load_config
 from seed.envs import make
 from seed.models import Sampling
-from seed.rollout.types import Episode, StepSample, StepState
+from seed.types import Episode, StepSample, StepState
 from seed.train.checkpoint import latest_checkpoint, load_checkpoint
 from seed.train.components import build_components
 from seed.train.rl import compute_advantages, make_optimizer, policy_update

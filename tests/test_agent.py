@@ -3,7 +3,7 @@ import pytest
 
 from seed.agent import parse_action, render, render_text, skill_block
 from seed.envs import make
-from seed.rollout.types import StepState
+from seed.types import StepState
 
 
 def _states():

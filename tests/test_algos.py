@@ -6,7 +6,7 @@ import torch
 
 from seed.algos import (ADVANTAGES, AdvantageParams, StepScores, discounted_returns, entropy_from_logits,
                         gigpo_advantages, group_normalise, grpo_advantages, kl_k3, ppo_clip_loss)
-from seed.rollout.types import Episode, StepSample, StepState
+from seed.types import Episode, StepSample, StepState
 from seed.train.rl import step_scores
 
 

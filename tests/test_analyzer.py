@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from seed.rollout.types import Episode, StepSample, StepState
+from seed.types import Episode, StepSample, StepState
 from seed.skills import analysis_prompt, parse_analysis
 
 

@@ -13,6 +13,55 @@ def test_registry_lists_builtins_and_rejects_unknown():
         make("sokoban", split="test")
 
 
+def test_another_package_registers_an_env_through_its_entry_point(tmp_path, monkeypatch):
+    from seed.envs import base, intro
+
+    (tmp_path / "toy_env_plugin.py").write_text(
+        "from seed.envs.sokoban import SokobanEnv\n"
+        "from seed.envs import register\n"
+        "@register('toy', 'a plugin env', choices={'mode': ['a', 'b']})\n"
+        "class ToyEnv(SokobanEnv):\n"
+        "    name = 'toy'\n"
+        "    intro = 'You are a toy agent.'\n")
+    info = tmp_path / "toy_env_plugin-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-env-plugin\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[seed.envs]\ntoy = toy_env_plugin\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    available()  # the built-ins registered in the real registry first: the copy below is thrown away after
+    monkeypatch.setattr(base, "_REGISTRY", dict(base._REGISTRY))
+    base._discover.cache_clear()
+    try:
+        assert available()["toy"] == "a plugin env"
+        assert intro("toy") == "You are a toy agent."
+        assert base.argument_choices("toy") == {"mode": ("a", "b")}
+        assert make("toy", split="valid_seen").split == "valid_seen"
+    finally:
+        base._discover.cache_clear()
+
+
+def test_an_env_without_an_intro_is_refused_at_registration():
+    from seed.envs import base
+
+    class Bare:
+        name = "bare"
+
+    with pytest.raises(TypeError, match="no `intro`"):
+        base.register("bare", "no intro")(Bare)
+    assert "bare" not in base._REGISTRY
+
+
+def test_each_builtin_env_opens_its_prompts_with_its_own_intro():
+    from seed.agent import render_text
+    from seed.envs import intro
+    from seed.types import StepState
+
+    for name in ("alfworld", "sokoban"):
+        text = render_text(StepState(name, "do it", "obs", ["a"]))
+        assert text.startswith(f"{intro(name)} Your task is to: do it")
+    assert intro("sokoban") != intro("alfworld")
+
+
 @pytest.mark.parametrize("split", ["train", "valid_seen", "valid_unseen"])
 def test_sokoban_expert_wins_panel(split):
     env = make("sokoban", split=split)

@@ -7,7 +7,7 @@ import pytest
 from seed.agent import situation
 from seed.cli import main
 from seed.config import load_config
-from seed.rollout.types import StepSample, StepState
+from seed.types import StepSample, StepState
 from seed.train.components import build_components
 from seed.train.probe import CONTEXTS, ProbeState, continuation, run_probe, summarise
 from seed.train.warmup import demonstrations

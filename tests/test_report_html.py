@@ -11,7 +11,7 @@ from seed.agent import render_messages
 from seed.cli import main
 from seed.report.browser import Browser, find_chromium
 from seed.report.page import episode_view, render_report, update_files, write_report
-from seed.rollout.types import StepState
+from seed.types import StepState
 from seed.storage import read_jsonl
 
 HOSTILE_SKILL = "</script><script>window.injected = 1</script><img src=x onerror='window.injected = 2'>"

@@ -4,7 +4,7 @@ import pytest
 from seed.agent import render
 from seed.models.backend import HFBackend
 from seed.models.load import load_model, load_tokenizer
-from seed.rollout.types import StepSample, StepState
+from seed.types import StepSample, StepState
 from seed.skills.rescore import rescore
 
 

@@ -253,7 +253,7 @@ def test_warmup_oracle_and_privileged_teacher_survive_env_faults(tmp_path):
     assert _train(run, "env.name=faulty-sokoban", "env.kwargs={mode: odd_reset_raises}", "train.updates=1") == 0
     assert json.loads((run / "stage_warmup.json").read_text())["warmup/samples"] > 0
     assert read_metrics(run)[-1]["rollout/dropped_episodes"] == 2
-    from seed.rollout.types import Episode
+    from seed.types import Episode
 
     episodes = [Episode("e0", 0, 0, "push", "sokoban")]
     assert label_episodes(OracleTeacher(_faulty("expert_raises")), episodes) == [None]

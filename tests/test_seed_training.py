@@ -89,7 +89,7 @@ def test_teacher_signal_metrics_match_the_episode_files(tmp_path):
     carries the expert's next move, replayed next to the env's expert."""
     from seed.envs import make
     from seed.skills.teachers import expert_moves
-    from seed.rollout.types import Episode, StepSample, StepState
+    from seed.types import Episode, StepSample, StepState
 
     cfg = _cfg(tmp_path, "distill.kind=seed", "distill.skill_source=teacher", "algo.mini_batch_size=256")
     train_stage(build_components(cfg))

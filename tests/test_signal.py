@@ -7,7 +7,7 @@ from seed.algos import opd_loss
 from seed.algos.distill import DistillParams, DistillTokens, positive_loss
 from seed.algos.signal import SampleShift, agreement_auc, auc, signal_metrics, signal_sums
 from seed.envs import make
-from seed.rollout.types import Episode, StepSample, StepState
+from seed.types import Episode, StepSample, StepState
 from seed.skills.sources import SiblingAnalyzer, compact_episode, sibling_contexts
 from seed.skills.teachers import expert_moves
 

@@ -1,7 +1,7 @@
 """The oracle teacher on real envs: workflows from the expert, avoidance rules from concrete mistakes."""
 from seed.agent import situation
 from seed.envs import make
-from seed.rollout.types import Episode, StepSample, StepState
+from seed.types import Episode, StepSample, StepState
 from seed.skills import parse_analysis
 from seed.skills.teachers import OracleTeacher, find_mistakes
 

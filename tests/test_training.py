@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from seed.config import ConfigError, load_config
-from seed.rollout.types import Episode, StepSample, StepState
+from seed.types import Episode, StepSample, StepState
 from seed.train.checkpoint import latest_checkpoint, list_checkpoints, load_checkpoint
 from seed.train.components import build_components
 from seed.storage import read_jsonl

@@ -229,7 +229,7 @@ def cmd_play(args) -> None:
     from seed.agent import parse_action, render_text
     from seed.config import ConfigError
     from seed.envs import available, make
-    from seed.rollout.types import StepState
+    from seed.types import StepState
 
     if args.env not in available():
         raise ConfigError(f"unknown env {args.env!r}; available: {', '.join(available())}")

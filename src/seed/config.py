@@ -49,10 +49,9 @@ class ModelConfig:
 @dataclass
 class EnvConfig:
     name: str = "alfworld"  # a registered env (`seed envs`): alfworld, sokoban, or one a user registered
-    task_types: list[str] | None = None  # alfworld: subset of the six task types (None = all)
     max_steps: int = _positive(30)
     history_length: int = _positive(5, minimum=0)
-    kwargs: dict = field(default_factory=dict)  # passed to the env constructor (e.g. num_receptacles)
+    kwargs: dict = field(default_factory=dict)  # passed to the env constructor (alfworld: task_types, num_receptacles)
     workers: int = _positive(0, minimum=0, doc="Ray env actors (0 = envs in the trainer process)")
     step_timeout: float = _positive(60.0, minimum=0, doc="seconds an env worker may take per batched call")
 
@@ -506,7 +505,7 @@ def _check_model(m: ModelConfig) -> None:
 
 
 def _check_env(e: EnvConfig) -> None:
-    from seed.envs.base import available, constructor_parameters
+    from seed.envs.base import argument_choices, available, constructor_parameters
 
     if e.name not in available():
         raise ConfigError(f"config key 'env.name' = {e.name!r} is not registered; allowed: {', '.join(available())}")
@@ -515,12 +514,15 @@ def _check_env(e: EnvConfig) -> None:
     if unknown:
         raise ConfigError(f"config key 'env.kwargs' has unknown {unknown} for env {e.name!r}; allowed: "
                           f"{', '.join(sorted(params))}")
-    if e.name == "alfworld" and e.task_types:
-        from seed.envs.alfworld.generator import TASK_TYPES
-
-        bad = [t for t in e.task_types if t not in TASK_TYPES]
+    for key, allowed in argument_choices(e.name).items():
+        value = e.kwargs.get(key)
+        names = [value] if isinstance(value, str) else value
+        if value is not None and not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
+            raise ConfigError(f"config key 'env.kwargs.{key}' must be a name or a list of names; allowed: "
+                              f"{', '.join(allowed)}")
+        bad = [n for n in names or [] if n not in allowed]
         if bad:
-            raise ConfigError(f"config key 'env.task_types' has unknown {bad}; allowed: {', '.join(TASK_TYPES)}")
+            raise ConfigError(f"config key 'env.kwargs.{key}' has unknown {bad}; allowed: {', '.join(allowed)}")
 
 
 def check_runtime(cfg: Config) -> None:
@@ -588,8 +590,7 @@ def save_config(cfg: Config, path: Path) -> None:
 
 
 # Keys whose change would make the run another run (its task stream, its weights' shapes): never changed mid-run.
-FIXED_KEYS = ("seed", "model.name", "model.lora", "env.name", "env.kwargs", "env.task_types",
-              "rollout.tasks_per_update")
+FIXED_KEYS = ("seed", "model.name", "model.lora", "env.name", "env.kwargs", "rollout.tasks_per_update")
 # Keys that say how long, or where, a run goes on, not what it computes: may change on every resume.
 FREE_KEYS = ("run_dir", "train.updates", "train.checkpoint_every", "train.keep_checkpoints", "env.workers",
              "env.step_timeout", "model.activation_checkpointing", "model.offload_reference", "model.device", "dist.ray_address", "dist.train_processes", "generation.backend",

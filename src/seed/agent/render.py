@@ -7,16 +7,11 @@ from __future__ import annotations
 
 import re
 
-from seed.rollout.types import StepState
+from seed.envs import intro
+from seed.types import StepState
 
 SKILL_HEADER = "**Episode-Level Skill**"
 SKILL_INSTRUCTION = "Refer to this episode-level skill when deciding what action to take in the current episode:"
-
-_INTROS = {
-    "alfworld": "You are an expert agent operating in the ALFRED Embodied Environment.",
-    "sokoban": "You are an expert agent playing Sokoban on a text grid.",
-}
-_DEFAULT_INTRO = "You are an expert agent acting in a text environment."
 
 ANSWER_FORMAT = (
     "Now it's your turn to take an action. First reason about the current situation inside <think> </think> "
@@ -31,7 +26,7 @@ def skill_block(skill: str) -> str:
 
 def render_text(state: StepState, skill: str | None = None) -> str:
     """The user message for one step (verl-agent's ALFWorld template shape); `skill=None` is the student prompt."""
-    lines = [f"{_INTROS.get(state.env_name, _DEFAULT_INTRO)} Your task is to: {state.task}\n"]
+    lines = [f"{intro(state.env_name)} Your task is to: {state.task}\n"]
     if skill is not None:  # "" gives the block with nothing in it (`seed probe`'s control)
         lines.append(skill_block(skill))
     if state.step_index > 0 and state.history:

@@ -5,14 +5,15 @@ is a no-op step with `info["valid"] = False`; deciding what the *model* said is 
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 import numbers
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol, runtime_checkable
+from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 
-__all__ = ["Obs", "Env", "register", "make", "available", "constructor_parameters", "checked_result",
-           "ENV_SPLITS"]
+__all__ = ["Obs", "Env", "register", "make", "available", "intro", "argument_choices", "constructor_parameters",
+           "checked_result", "ENV_SPLITS"]
 
 ENV_SPLITS = ("train", "valid_seen", "valid_unseen")
 
@@ -33,6 +34,7 @@ class Obs:
 class Env(Protocol):
     name: str
     split: str
+    intro: str  # the sentence every prompt of this env opens with, before the task
 
     def reset(self, seed: int) -> Obs: ...
 
@@ -60,34 +62,75 @@ def checked_result(method: str, result: Any) -> Any:
     return obs, float(reward), bool(done), info
 
 
-_REGISTRY: dict[str, tuple[Callable[..., Env], str]] = {}
+@dataclass(frozen=True)
+class _Entry:
+    factory: Callable[..., Env]
+    description: str
+    choices: dict[str, tuple[str, ...]]  # constructor argument -> the values it allows (config validation)
 
 
-def register(name: str, description: str) -> Callable:
-    """Class decorator: `@register("sokoban", "...")` makes the env available to `make`."""
+_REGISTRY: dict[str, _Entry] = {}
+_PLUGIN_GROUP = "seed.envs"  # entry points: name = "package.module" whose import registers env `name`
+
+
+def register(name: str, description: str, choices: dict[str, Sequence[str]] | None = None) -> Callable:
+    """Class decorator: `@register("sokoban", "...")` makes the env available to `make`.
+
+    The env's `intro` (the sentence its prompts open with) is read here, so a class without one fails at once.
+    `choices` names the allowed values of constructor arguments that take names (e.g. task types), so a config
+    is checked before any work starts."""
 
     def wrap(factory: Callable[..., Env]) -> Callable[..., Env]:
-        _REGISTRY[name] = (factory, description)
+        if not isinstance(getattr(factory, "intro", None), str):
+            raise TypeError(f"env {name!r}: {factory!r} has no `intro` (the str its prompts open with)")
+        _REGISTRY[name] = _Entry(factory, description, {k: tuple(v) for k, v in (choices or {}).items()})
         return factory
 
     return wrap
 
 
-def _load_builtins() -> None:
-    # Imported lazily so `seed.envs.base` stays light; each module registers itself.
-    from seed.envs import alfworld, sokoban  # noqa: F401
+@functools.cache
+def _discover() -> None:
+    """Import the modules that register envs, once: the package's own (`seed.envs.BUILTIN_MODULES`) and those other
+    packages name under the `seed.envs` entry-point group. Imported lazily, so `seed.envs.base` stays light."""
+    from importlib import import_module
+    from importlib.metadata import entry_points
+
+    from seed.envs import BUILTIN_MODULES
+
+    for module in BUILTIN_MODULES:
+        import_module(module)
+    for point in entry_points(group=_PLUGIN_GROUP):
+        if point.name not in _REGISTRY:
+            point.load()
+
+
+def _lookup(name: str) -> _Entry:
+    _discover()
+    if name not in _REGISTRY:
+        raise ValueError(f"unknown env {name!r}; available: {', '.join(sorted(_REGISTRY))}")
+    return _REGISTRY[name]
 
 
 def available() -> dict[str, str]:
     """Registered env names and one-line descriptions."""
-    _load_builtins()
-    return {k: d for k, (_, d) in sorted(_REGISTRY.items())}
+    _discover()
+    return {k: e.description for k, e in sorted(_REGISTRY.items())}
+
+
+def intro(name: str) -> str:
+    """The sentence env `name`'s prompts open with (the renderer's only knowledge of an env)."""
+    return _lookup(name).factory.intro
+
+
+def argument_choices(name: str) -> dict[str, tuple[str, ...]]:
+    """Constructor arguments of env `name` that take names, and the names each allows."""
+    return dict(_lookup(name).choices)
 
 
 def constructor_parameters(name: str) -> set[str] | None:
     """The keyword arguments env `name` takes besides `split` (None when it takes any: **kwargs)."""
-    _load_builtins()
-    params = inspect.signature(_REGISTRY[name][0]).parameters.values()
+    params = inspect.signature(_lookup(name).factory).parameters.values()
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
         return None
     return {p.name for p in params if p.name not in ("self", "split")}
@@ -95,9 +138,7 @@ def constructor_parameters(name: str) -> set[str] | None:
 
 def make(name: str, split: str = "train", **kwargs: Any) -> Env:
     """Build an env by name. Errors name the allowed values."""
-    _load_builtins()
-    if name not in _REGISTRY:
-        raise ValueError(f"unknown env {name!r}; available: {', '.join(sorted(_REGISTRY))}")
+    entry = _lookup(name)
     if split not in ENV_SPLITS:
         raise ValueError(f"unknown split {split!r}; allowed: {', '.join(ENV_SPLITS)}")
-    return _REGISTRY[name][0](split=split, **kwargs)
+    return entry.factory(split=split, **kwargs)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from seed.agent import action_token_mask, render_messages
 from seed.config import load_config
-from seed.rollout.types import StepState
+from seed.types import StepState
 from seed.skills.analyzer import step_skill_text
 from seed.storage import atomic_write_text, read_jsonl
 from seed.train.metrics import read_metrics

@@ -1,4 +1,4 @@
 """Multi-turn rollouts: groups of episodes that share an initial state."""
-from seed.rollout.types import Episode, StepSample, StepState
+from seed.types import Episode, StepSample, StepState
 
 __all__ = ["Episode", "StepSample", "StepState"]

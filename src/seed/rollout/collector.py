@@ -13,7 +13,7 @@ from seed.agent import left_truncate, parse_action, render
 from seed.dist.env_pool import EnvFault, LocalEnvPool
 from seed.envs.base import Env, Obs
 from seed.models.backend import Sampling
-from seed.rollout.types import Episode, StepSample, StepState
+from seed.types import Episode, StepSample, StepState
 
 log = logging.getLogger(__name__)
 
@@ -50,10 +50,8 @@ class Collector:
         self.pool = pool if pool is not None else LocalEnvPool(env_factory)
 
     def collect(self, backend, task_seeds: list[int], group_size: int, sampling: Sampling,
-                id_prefix: str = "", progress: Callable[[int], None] | None = None,
-                lockstep: bool = False) -> list[Episode]:
-        """Run every episode to the end. `lockstep=True` imitates collectors that keep generating for finished
-        episodes (their outputs are discarded); it exists only so benchmarks can measure what compaction saves."""
+                id_prefix: str = "", progress: Callable[[int], None] | None = None) -> list[Episode]:
+        """Run every episode to the end."""
         s = self.settings
         episodes = [Episode(episode_id=f"{id_prefix}t{seed}-g{g}", group_id=t, task_seed=seed, task="", task_type="")
                     for t, seed in enumerate(task_seeds) for g in range(group_size)]
@@ -76,8 +74,7 @@ class Collector:
             states = [r.state(s.history_length) for r in live]
             full = [render(st, self.tokenizer) for st in states]
             prompts = [left_truncate(ids, s.max_prompt_tokens) for ids in full]
-            wasted = [render(r.state(s.history_length), self.tokenizer) for r in running if r.done] if lockstep else []
-            gens = backend.generate(prompts + wasted, sampling, batch_size=s.generation_batch_size)[:len(prompts)]
+            gens = backend.generate(prompts, sampling, batch_size=s.generation_batch_size)
             parsed = [parse_action(gen.text, st.admissible, s.validity) for gen, st in zip(gens, states)]
             results = self.pool.step([(r.slot, self._sent(p)) for r, p in zip(live, parsed)])
             for r, st, ids, prompt, gen, p, result in zip(live, states, full, prompts, gens, parsed, results):
@@ -85,7 +82,7 @@ class Collector:
                     self._drop(r.episode, result)
                     r.done = True
                     continue
-                obs, env_reward, done, info = result
+                obs, _, done, info = result  # outcome RL: the env's own reward is not trained on
                 valid = p.valid if s.validity == "format" else p.valid and bool(info.get("valid", True))
                 reward = 0.0
                 if not valid:

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable
 
-from seed.rollout.types import Episode
+from seed.types import Episode
 
 MIN_SKILL_WORDS = 1  # the official RL path keeps any non-empty skill (`distill.min_skill_words`)
 

@@ -22,7 +22,7 @@ import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from seed.rollout.types import Episode
+from seed.types import Episode
 from seed.skills.analyzer import analysis_prompt, parse_analysis
 
 log = logging.getLogger(__name__)

@@ -7,7 +7,7 @@ response ids are reused as they were sampled.
 from __future__ import annotations
 
 from seed.agent import left_truncate, render
-from seed.rollout.types import StepSample
+from seed.types import StepSample
 from seed.skills.analyzer import step_skill_text
 
 

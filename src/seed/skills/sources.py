@@ -18,7 +18,7 @@ from typing import Callable
 from seed.agent import situation
 from seed.models.backend import Sampling
 from seed.models.batching import distinct_rows
-from seed.rollout.types import Episode
+from seed.types import Episode
 from seed.skills.analyzer import MIN_SKILL_WORDS, Analysis, analysis_prompt, parse_analysis
 from seed.skills.library import read_skill_library
 from seed.skills.teachers import expert_route, rules

@@ -18,7 +18,7 @@ from typing import Callable
 
 from seed.agent import situation
 from seed.envs.base import Env, checked_result
-from seed.rollout.types import Episode
+from seed.types import Episode
 
 # A skill stays one short instruction: a failure names the core mistake and at most one more, a success the
 # first moves of the route (longer skills made the 135M analyzer loop until its token limit cut the JSON).

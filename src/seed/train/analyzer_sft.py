@@ -20,7 +20,7 @@ import torch
 from seed.errors import RunError
 from seed.models.backend import Sampling
 from seed.models.batching import token_budget_batches
-from seed.rollout.types import Episode
+from seed.types import Episode
 from seed.skills.analyzer import analysis_prompt, parse_analysis
 from seed.skills.sources import chat_ids
 from seed.storage import read_jsonl

@@ -82,10 +82,7 @@ class Components:
     def env_factory(self, split: str):
         """A picklable zero-argument constructor of this run's env on `split`."""
         env = self.cfg.env
-        kwargs = dict(env.kwargs)
-        if env.name == "alfworld" and env.task_types:
-            kwargs["task_types"] = env.task_types
-        return functools.partial(make, env.name, split=split, **kwargs)
+        return functools.partial(make, env.name, split=split, **env.kwargs)
 
     def collector(self, split: str) -> Collector:
         env = self.cfg.env

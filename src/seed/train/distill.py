@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 
 from seed.models.backend import HFBackend
-from seed.rollout.types import Episode, StepSample
+from seed.types import Episode, StepSample
 from seed.skills.rescore import rescore
 from seed.skills.sources import LibraryAnalyzer, PolicyAnalyzer, PrivilegedAnalyzer, SiblingAnalyzer, TeacherAnalyzer
 from seed.skills.teachers import OracleTeacher, expert_moves

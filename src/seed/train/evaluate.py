@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 
-from seed.rollout.types import Episode
+from seed.types import Episode
 
 
 def success_table(episodes: list[Episode]) -> dict:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from seed.agent import left_truncate, parse_action, render, situation
 from seed.envs.base import checked_result
-from seed.rollout.types import Episode, StepSample, StepState
+from seed.types import Episode, StepSample, StepState
 from seed.skills.sources import PolicyAnalyzer, PrivilegedAnalyzer, TeacherAnalyzer, sibling_contexts
 from seed.skills.teachers import OracleTeacher, expert_moves
 

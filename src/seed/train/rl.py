@@ -27,7 +27,7 @@ from seed.agent import action_token_mask
 from seed.algos.distill import raised_by_skill
 from seed.algos.signal import SampleShift, agreement_auc, signal_metrics, signal_sums
 from seed.models.batching import prompt_sharing_batches
-from seed.rollout.types import Episode, StepSample
+from seed.types import Episode, StepSample
 from seed.config import redacted
 from seed.errors import NonFiniteError, RunError
 from seed.storage import read_jsonl, write_jsonl_rows

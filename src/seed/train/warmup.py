@@ -33,7 +33,7 @@ from seed.config import ConfigError
 from seed.envs.base import checked_result
 from seed.errors import RunError
 from seed.models.batching import token_budget_batches
-from seed.rollout.types import StepState
+from seed.types import StepState
 from seed.skills.teachers import (
     MAX_CORRECTIONS,
     MAX_WORKFLOW_MOVES,

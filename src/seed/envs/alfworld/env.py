@@ -44,9 +44,11 @@ def _task_type_of(game_file: str) -> str:
     return next((t for t in TASK_TYPES if t in game_file), "")
 
 
-@register("alfworld", "ALFWorld text engine; six task types over generated rooms (or official data via ALFWORLD_DATA)")
+@register("alfworld", "ALFWorld text engine; six task types over generated rooms (or official data via ALFWORLD_DATA)",
+          choices={"task_types": TASK_TYPES})
 class AlfworldEnv:
     name = "alfworld"
+    intro = "You are an expert agent operating in the ALFRED Embodied Environment."
 
     def __init__(self, split: str = "train", task_types: list[str] | None = None, num_receptacles: int = 6,
                  num_distractors: int = 4, data_dir: str | None = None):

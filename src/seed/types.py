@@ -1,4 +1,5 @@
-"""Plain data carried between rollout, analysis and training."""
+"""The data every layer passes around: one step's state, one step as a training sample, one episode. Plain
+dataclasses with no behaviour beyond (de)serialisation, so any layer may import them."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
@@ -36,7 +37,7 @@ class StepSample:
     response_text: str
     action: str
     valid: bool
-    reward: float  # env reward of this step minus the invalid-action penalty
+    reward: float  # success_reward on the step that wins, minus the invalid-action penalty (env rewards unused)
     episode_id: str = ""
     group_id: int = 0
     step_index: int = 0
