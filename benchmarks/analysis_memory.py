@@ -20,12 +20,12 @@ CHILD = """
 import json, resource, sys, time
 from seed.config import load_config
 from seed.models.backend import Sampling
-from seed.skills.sources import chat_ids
+from seed.agent import prompt_ids
 from seed.train.components import build_components
 
 labels, batch, new_tokens, config = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 comps = build_components(load_config(config, ["run_dir=/tmp/seed-analysis-memory"]), with_reference=False)
-prompts = [chat_ids(comps.tokenizer, json.loads(line)["prompt"]) for line in open(labels)]
+prompts = [prompt_ids(comps.tokenizer, json.loads(line)["prompt"]) for line in open(labels)]
 loaded = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 t0 = time.perf_counter()
 comps.rollout_backend().generate(prompts, Sampling(greedy=True, max_new_tokens=new_tokens, stop=()), batch_size=batch)

@@ -88,7 +88,8 @@ def test_step_skills_keep_steps_of_the_episode_only_up_to_the_limit():
 
 def test_policy_analyzer_decodes_each_distinct_prompt_once(tokenizer):
     from seed.models import HFBackend, load_model
-    from seed.skills.sources import PolicyAnalyzer, chat_ids
+    from seed.agent import prompt_ids
+    from seed.skills.sources import PolicyAnalyzer
 
     backend = HFBackend(load_model("tiny-random", tokenizer), tokenizer, precision="fp32", seed=0)
     decoded = []
@@ -100,7 +101,7 @@ def test_policy_analyzer_decodes_each_distinct_prompt_once(tokenizer):
     results = analyzer.analyse(episodes)
     assert len(decoded) == 2 and len(results) == 3
     assert results[0][0] == results[2][0]  # the repeated episode gets the text of its twin
-    alone = generate([chat_ids(tokenizer, analysis_prompt(episodes[1])[0])], analyzer.sampling)[0]
+    alone = generate([prompt_ids(tokenizer, analysis_prompt(episodes[1])[0])], analyzer.sampling)[0]
     assert results[1][0] == alone.text  # and the others stay in their place
 
 

@@ -187,13 +187,13 @@ def test_skill_weight_teaches_the_skill_tokens_faster(tmp_path):
         labels = label_stage(comps)
         sft_stage(comps, labels)
         rows = [json.loads(line) for line in labels.read_text().splitlines()]
-        from seed.skills.sources import chat_ids
+        from seed.agent import prompt_ids
 
         total = count = 0.0
         with torch.no_grad():
             for r in rows:
                 ids, (start, end) = target_ids(comps.tokenizer, r["response"], weigh_skill=True)
-                logp, _, _ = comps.policy.forward_logps([chat_ids(comps.tokenizer, r["prompt"])], [ids])
+                logp, _, _ = comps.policy.forward_logps([prompt_ids(comps.tokenizer, r["prompt"])], [ids])
                 total, count = total - logp[0, start:end].sum().item(), count + end - start
         return total / count
 

@@ -54,10 +54,15 @@ def render_messages(state: StepState, skill: str | None = None) -> list[dict[str
 
 def render(state: StepState, tokenizer, skill: str | None = None) -> list[int]:
     """Prompt token ids, ending with the assistant turn's opening (generation prompt)."""
-    ids = tokenizer.apply_chat_template(render_messages(state, skill), add_generation_prompt=True, tokenize=True)
-    if isinstance(ids, dict) or hasattr(ids, "input_ids"):  # newer transformers return a BatchEncoding
-        ids = ids["input_ids"]
-    return list(ids)
+    return prompt_ids(tokenizer, render_text(state, skill))
+
+
+def prompt_ids(tokenizer, user_text: str) -> list[int]:
+    """A one-message chat as token ids, ending with the assistant turn's opening: every prompt the policy sees
+    (an env step, an analysis request) goes through here."""
+    ids = tokenizer.apply_chat_template([{"role": "user", "content": user_text}], add_generation_prompt=True,
+                                        tokenize=True)
+    return list(ids if isinstance(ids, list) else ids["input_ids"])  # newer transformers return a BatchEncoding
 
 
 def left_truncate(ids: list[int], limit: int | None) -> list[int]:

@@ -23,6 +23,7 @@ import torch
 import torch.distributed as dist
 
 from seed.errors import CheckpointError, NonFiniteError, RunError
+from seed.models.load import trainable_parameters
 from seed.storage import load_verified, save_verified
 
 
@@ -120,7 +121,7 @@ def save_sharded(model, optimizer, path: Path, meta: dict | None = None) -> None
     dcp.save({"model": model_sd, "optimizer": optim_sd}, checkpoint_id=str(tmp))
     dist.barrier()
     if dist.get_rank() == 0:
-        names = [n for n, p in model.named_parameters() if p.requires_grad]
+        names = list(trainable_parameters(model))
         save_verified({**(meta or {}), "parameter_names": names, "files_sha256": _folder_digest(tmp)}, tmp / "meta.pt")
         if path.exists():
             shutil.rmtree(path)
@@ -245,7 +246,7 @@ class FSDPRanks:
         cfg, model = components.cfg, components.policy.model
         if state is not None:
             model.load_state_dict(state["model"])
-        self.names = [n for n, p in model.named_parameters() if p.requires_grad]
+        self.names = list(trainable_parameters(model))
         if self.is_main:
             local = HFBackend(frozen_copy(model), components.tokenizer, device=cfg.model.device,
                               precision=cfg.model.precision, seed=cfg.seed)

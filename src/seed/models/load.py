@@ -125,3 +125,8 @@ def autocast_dtype(device: torch.device, precision: str) -> torch.dtype | None:
     if precision == "bf16" or cpu_supports_bf16():
         return torch.bfloat16
     return None
+
+
+def trainable_parameters(model: torch.nn.Module) -> dict[str, torch.nn.Parameter]:
+    """The parameters an optimizer steps, by name, in the model's order (with LoRA, the adapters only)."""
+    return {name: p for name, p in model.named_parameters() if p.requires_grad}

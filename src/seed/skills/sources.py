@@ -15,7 +15,7 @@ import json
 from typing import Callable
 
 
-from seed.agent import situation
+from seed.agent import prompt_ids, situation
 from seed.models.backend import Sampling
 from seed.models.batching import distinct_rows
 from seed.types import Episode
@@ -24,11 +24,6 @@ from seed.skills.library import read_skill_library
 from seed.skills.teachers import expert_route, rules
 
 SKILL_SOURCES = ("policy", "teacher", "library", "privileged", "sibling")
-
-
-def chat_ids(tokenizer, text: str) -> list[int]:
-    ids = tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True, tokenize=True)
-    return list(ids["input_ids"] if not isinstance(ids, list) else ids)
 
 
 class PolicyAnalyzer:
@@ -49,7 +44,7 @@ class PolicyAnalyzer:
         for e in episodes:
             text, cut = analysis_prompt(e, self.step_skills, self.max_prompt_tokens, count, self.skill_first)
             self.steps_cut += cut
-            out.append(chat_ids(self.tokenizer, text))
+            out.append(prompt_ids(self.tokenizer, text))
         return out
 
     def analyse(self, episodes: list[Episode]) -> list[tuple[str, Analysis]]:

@@ -20,9 +20,10 @@ import torch
 from seed.errors import RunError
 from seed.models.backend import Sampling
 from seed.models.batching import token_budget_batches
+from seed.models.load import trainable_parameters
 from seed.types import Episode
 from seed.skills.analyzer import analysis_prompt, parse_analysis
-from seed.skills.sources import chat_ids
+from seed.agent import prompt_ids
 from seed.storage import read_jsonl
 from seed.train.metrics import trim_heap
 from seed.train.optim import adamw, guarded_step, warmup_cosine
@@ -184,7 +185,7 @@ def sft_stage(components, labels: Path, progress_factory=None) -> dict:
             and isinstance(r.get("response"), str)]
     if not rows:
         raise ValueError(f"{labels}: no label parsed; nothing to train the analyzer on")
-    labels = [Demonstration(chat_ids(tok, r["prompt"]), *target_ids(tok, r["response"], s.skill_weight != 1))
+    labels = [Demonstration(prompt_ids(tok, r["prompt"]), *target_ids(tok, r["response"], s.skill_weight != 1))
               for r in rows]
     held_out = [_is_holdout(r["episode_id"], s.holdout) for r in rows]
     kept = balanced(rows, s.failures_per_success)
@@ -192,7 +193,7 @@ def sft_stage(components, labels: Path, progress_factory=None) -> dict:
     train = [d for d, _ in train_rows]
     held = [d for d, h in zip(labels, held_out) if h] or train[-1:]
     replay = format_replay(components) if s.format_replay else []
-    params = [p for p in policy.model.parameters() if p.requires_grad]
+    params = list(trainable_parameters(policy.model).values())
     opt = adamw(policy.model, lr=s.lr, weight_decay=s.weight_decay, betas=(s.adam_beta1, s.adam_beta2))
     total_steps = s.epochs * -(-len(train) // s.batch_size)
     schedule = warmup_cosine(opt, total_steps, s.warmup_ratio)

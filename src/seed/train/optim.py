@@ -8,6 +8,7 @@ import math
 
 import torch
 
+from seed.models.load import trainable_parameters
 from seed.train.metrics import trim_heap
 
 log = logging.getLogger(__name__)
@@ -19,7 +20,7 @@ def adamw(model: torch.nn.Module, lr: float, weight_decay: float, betas: tuple[f
     parameter updates the moments and the weight in place, where the multi-tensor path allocates temporaries the
     size of all parameters for each of its steps (a transient peak the size of the fp32 model on CPU). Sharded
     (DTensor) parameters keep the multi-tensor path."""
-    params = [p for p in model.parameters() if p.requires_grad]
+    params = list(trainable_parameters(model).values())
     fused = all(type(p.data) is torch.Tensor for p in params)
     return torch.optim.AdamW(params, lr=lr, betas=betas, weight_decay=weight_decay, fused=fused or None)
 

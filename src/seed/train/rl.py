@@ -27,6 +27,7 @@ from seed.agent import action_token_mask
 from seed.algos.distill import raised_by_skill
 from seed.algos.signal import SampleShift, agreement_auc, signal_metrics, signal_sums
 from seed.models.batching import prompt_sharing_batches
+from seed.models.load import trainable_parameters
 from seed.types import Episode, StepSample
 from seed.config import redacted
 from seed.errors import NonFiniteError, RunError
@@ -273,7 +274,7 @@ def _token_tensors(policy, batch: Batch, idx: list[int], scores: _Scores, with_e
 def _optimizer_step(policy, optimizer, grad_clip: float, finite: bool, dp, guard: SkipGuard | None) -> float | None:
     """Clip and step; the gradient norm, or None when the step was skipped for a NaN/inf loss or gradient norm
     (the weights stay finite, and every data-parallel rank skips together)."""
-    params = [p for p in policy.model.parameters() if p.requires_grad]
+    params = list(trainable_parameters(policy.model).values())
     grad_norm = float(torch.nn.utils.clip_grad_norm_(params, grad_clip)) if finite else math.nan
     ok = finite and math.isfinite(grad_norm)
     if dp is not None:

@@ -33,6 +33,7 @@ from seed.config import ConfigError
 from seed.envs.base import checked_result
 from seed.errors import RunError
 from seed.models.batching import token_budget_batches
+from seed.models.load import trainable_parameters
 from seed.types import StepState
 from seed.skills.teachers import (
     MAX_CORRECTIONS,
@@ -201,7 +202,7 @@ def format_warmup(components, progress_factory=None) -> dict:
     if longest > cfg.rollout.max_response_tokens:  # the model would learn answers it is never allowed to finish
         raise ConfigError(f"format warm-up responses take up to {longest} tokens, more than "
                          f"rollout.max_response_tokens={cfg.rollout.max_response_tokens}; raise it")
-    params = [p for p in policy.model.parameters() if p.requires_grad]
+    params = list(trainable_parameters(policy.model).values())
     opt = adamw(policy.model, lr=w.lr, weight_decay=0.0)
     rng = random.Random(cfg.seed)
     losses, skipped = [], 0
