@@ -16,12 +16,9 @@ from typing import Any
 import yaml
 
 from seed.algos import ADVANTAGES, DISTILL_LOSSES, GROUPINGS, NORMS, POLICY_LOSSES
+from seed.errors import ConfigError
 
-CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
-
-
-class ConfigError(ValueError):
-    pass
+CONFIG_DIR = Path(__file__).resolve().parent / "configs"  # package data (the repo's configs/ links here)
 
 
 def _choice(default: Any, *choices: Any, doc: str = "") -> Any:
@@ -129,7 +126,7 @@ class DistillConfig:
                                 doc="privileged = OPSD: the expert's solution as teacher context; sibling: another "
                                     "successful episode of the same group")
     teacher: str = _choice("oracle", "oracle", doc="external analyzer for skill_source=teacher")
-    library_path: str = ""
+    library_path: str = ""  # skill_source library: a YAML/JSON file of {task_type: skill}, or a shipped name (sokoban)
     teacher_weights: str = _choice("live", "live", "base", "ema")
     ema_decay: float = _positive(0.99, minimum=0, maximum=1)
     analyzer_max_new_tokens: int = _positive(256, maximum=32768)
@@ -453,9 +450,12 @@ def _check_references(cfg: Config) -> None:
     if d.kind != "none" and d.skill_source == "library":
         if not d.library_path:
             raise ConfigError("config key 'distill.library_path' is required when distill.skill_source is 'library'")
-        if not Path(d.library_path).is_file():
-            raise ConfigError(f"config key 'distill.library_path' = {d.library_path!r}: no such file")
-        from seed.skills.library import read_skill_library
+        from seed.skills.library import SHIPPED_LIBRARIES, library_file, read_skill_library
+
+        if not library_file(d.library_path).is_file():
+            shipped = ", ".join(sorted(p.stem for p in SHIPPED_LIBRARIES.glob("*.yaml")))
+            raise ConfigError(f"config key 'distill.library_path' = {d.library_path!r}: no such file, and no "
+                              f"shipped library of that name (shipped: {shipped})")
 
         read_skill_library(d.library_path)
     if cfg.dist.train_processes > 1:

@@ -17,3 +17,7 @@ class NonFiniteError(SeedError):
 class RunError(SeedError):
     """A run that cannot go on as asked: every episode faulted, a needed file is missing, the run directory holds
     another config, too many labels failed."""
+
+
+class ConfigError(ValueError):
+    """A config value that cannot work; the message names the key and the allowed values."""

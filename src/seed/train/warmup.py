@@ -29,7 +29,7 @@ from typing import NamedTuple
 import torch
 
 from seed.agent import render, situation
-from seed.config import ConfigError
+from seed.errors import ConfigError
 from seed.envs.base import checked_result
 from seed.errors import RunError
 from seed.models.batching import token_budget_batches
