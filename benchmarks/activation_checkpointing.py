@@ -7,6 +7,7 @@ seconds per phase likewise (summary.json's seconds_by_phase).
 
     python benchmarks/activation_checkpointing.py [--updates 2] [--out results/activation_checkpointing.json]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,19 +25,34 @@ SHORT = ["warmup.episodes=8", "warmup.epochs=1", "label.tasks=8", "eval.episodes
 
 def run(setting: bool, updates: int, root: Path) -> dict:
     run_dir = root / f"ckpt_{str(setting).lower()}"
-    cmd = [sys.executable, "-m", "seed.cli", "run", "default", f"run_dir={run_dir}", f"train.updates={updates}",
-           f"train.checkpoint_every={updates}", f"model.activation_checkpointing={str(setting).lower()}", *SHORT]
+    cmd = [
+        sys.executable,
+        "-m",
+        "seed.cli",
+        "run",
+        "default",
+        f"run_dir={run_dir}",
+        f"train.updates={updates}",
+        f"train.checkpoint_every={updates}",
+        f"model.activation_checkpointing={str(setting).lower()}",
+        *SHORT,
+    ]
     t0 = time.perf_counter()
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wall = time.perf_counter() - t0
     summary = json.loads((run_dir / "summary.json").read_text())
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
     updates_rows = [r for r in rows if r["update"] > 0]
-    return {"activation_checkpointing": setting, "wall_s": wall, "peak_rss_mb": summary["peak_rss_mb"],
-            "peak_rss_by_phase_mb": summary["peak_rss_by_phase_mb"],
-            "update_s": [r["time/update"] for r in updates_rows],
-            "seconds_by_phase": summary["seconds_by_phase"],
-            "initial": summary["initial"], "final": summary["final"]}
+    return {
+        "activation_checkpointing": setting,
+        "wall_s": wall,
+        "peak_rss_mb": summary["peak_rss_mb"],
+        "peak_rss_by_phase_mb": summary["peak_rss_by_phase_mb"],
+        "update_s": [r["time/update"] for r in updates_rows],
+        "seconds_by_phase": summary["seconds_by_phase"],
+        "initial": summary["initial"],
+        "final": summary["final"],
+    }
 
 
 def main() -> None:
@@ -53,8 +69,10 @@ def main() -> None:
         s = off["seconds_by_phase"].get(phase, 0), on["seconds_by_phase"].get(phase, 0)
         print(f"{phase:<12} {mb[0]:>6} → {mb[1]:>6}            {s[0]:>6.0f} → {s[1]:>6.0f}")
     print(f"peak         {off['peak_rss_mb']:>6.0f} → {on['peak_rss_mb']:>6.0f}")
-    print(f"wall         {off['wall_s']:>6.0f} → {on['wall_s']:>6.0f} s; update {sum(off['update_s']):.0f} → "
-          f"{sum(on['update_s']):.0f} s over {args.updates} updates")
+    print(
+        f"wall         {off['wall_s']:>6.0f} → {on['wall_s']:>6.0f} s; update {sum(off['update_s']):.0f} → "
+        f"{sum(on['update_s']):.0f} s over {args.updates} updates"
+    )
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"runs": results, "short": SHORT, "provenance": provenance()}, indent=2))

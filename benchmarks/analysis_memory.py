@@ -6,6 +6,7 @@ holds every row's K/V for prompt + new tokens at once. Each batch size runs in a
 
     cd benchmarks && python analysis_memory.py --labels ../runs/default/labels.jsonl --batches 64 16
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,12 +50,19 @@ def main() -> None:
         sys.exit(f"{args.labels}: no such file; run `seed run` (or `seed start`) first, or pass --labels")
     rows = []
     for batch in args.batches:
-        out = subprocess.run([sys.executable, "-c", CHILD, args.labels, str(batch), str(args.new_tokens), args.config],
-                             cwd=ROOT, check=True, capture_output=True, text=True).stdout
+        out = subprocess.run(
+            [sys.executable, "-c", CHILD, args.labels, str(batch), str(args.new_tokens), args.config],
+            cwd=ROOT,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
         rows.append(json.loads(out.strip().splitlines()[-1]))
         r = rows[-1]
-        print(f"batch {batch:>3}: peak RSS {r['peak_rss_mb']:.0f} MB ({r['peak_above_loaded_mb']:+.0f} MB above the "
-              f"loaded model), {r['seconds']:.1f} s for {r['prompts']} prompts ({r['prompt_tokens']} tokens)")
+        print(
+            f"batch {batch:>3}: peak RSS {r['peak_rss_mb']:.0f} MB ({r['peak_above_loaded_mb']:+.0f} MB above the "
+            f"loaded model), {r['seconds']:.1f} s for {r['prompts']} prompts ({r['prompt_tokens']} tokens)"
+        )
     path = Path(__file__).parent / args.out
     path.write_text(json.dumps({**provenance(), "rows": rows}, indent=2))
     print(f"wrote {path}")

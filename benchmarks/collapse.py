@@ -22,6 +22,7 @@ killed and restarted at any point:
 
 Prints the table of each start point and writes benchmarks/results/collapse.json.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -59,8 +60,9 @@ def archived_rates(seed: int, start_point: str, candidate: str, method: str) -> 
     return twin_rates if len(twin_rates) > len(rates) else rates
 
 
-def train_candidate(config: str, base: list[str], out: Path, seed: int, start_point: str, candidate: str,
-                    method: str, updates: int) -> None:
+def train_candidate(
+    config: str, base: list[str], out: Path, seed: int, start_point: str, candidate: str, method: str, updates: int
+) -> None:
     from seed.config import load_config
     from seed.train.components import build_components
     from seed.train.pipeline import train_stage
@@ -72,13 +74,17 @@ def train_candidate(config: str, base: list[str], out: Path, seed: int, start_po
     learning.build_start(config, base, seed_dir, start_point, evaluate=False)
     run_dir.parent.mkdir(parents=True, exist_ok=True)
     learning.seed_run_dir(seed_dir, method, run_dir, start_point)
-    overrides = learning.run_overrides(config, base, method, run_dir, updates, extra=CANDIDATES[candidate],
-                                       start_point=start_point)
+    overrides = learning.run_overrides(
+        config, base, method, run_dir, updates, extra=CANDIDATES[candidate], start_point=start_point
+    )
     t0 = time.time()
     train_stage(build_components(load_config(config, overrides)))
     learning.archive(run_dir, run_dir_of(ARCHIVE, seed, start_point, candidate, method))
-    print(f"[seed{seed} {start_point} {candidate} {method}] {updates} updates: {time.time() - t0:.0f}s, invalid rate "
-          f"{' '.join(f'{r:.2f}' for r in learning.invalid_rates(run_dir))}", flush=True)
+    print(
+        f"[seed{seed} {start_point} {candidate} {method}] {updates} updates: {time.time() - t0:.0f}s, invalid rate "
+        f"{' '.join(f'{r:.2f}' for r in learning.invalid_rates(run_dir))}",
+        flush=True,
+    )
 
 
 def holds(rates: list[float], updates: int, max_invalid: float) -> bool | None:
@@ -96,7 +102,10 @@ def report(seeds: list[int], start_point: str, updates: int, max_invalid: float)
                 rates = archived_rates(seed, start_point, candidate, method)
                 if rates:
                     table.setdefault(candidate, {}).setdefault(method, {})[str(seed)] = {
-                        "invalid_rate": rates, "max": max(rates), "holds": holds(rates, updates, max_invalid)}
+                        "invalid_rate": rates,
+                        "max": max(rates),
+                        "holds": holds(rates, updates, max_invalid),
+                    }
     verdict = {}
     for candidate, methods in table.items():
         runs = [r for m in METHODS for r in methods.get(m, {}).values()]
@@ -121,9 +130,13 @@ def main() -> None:
     ap.add_argument("--updates", type=int, default=6)
     ap.add_argument("--max-invalid", type=float, default=0.2)
     ap.add_argument("--candidates", nargs="+", default=list(CANDIDATES), choices=list(CANDIDATES))
-    ap.add_argument("--start", default="start_sfw", choices=list(learning.START_POINTS),
-                    help="the start point's warm-up: start_sfw is the CPU default's own (skill following), start the "
-                         "plain one the learning benchmark shares")
+    ap.add_argument(
+        "--start",
+        default="start_sfw",
+        choices=list(learning.START_POINTS),
+        help="the start point's warm-up: start_sfw is the CPU default's own (skill following), start the "
+        "plain one the learning benchmark shares",
+    )
     ap.add_argument("--eval-episodes", type=int, default=64, help="the start points' panel size (as learning.py's)")
     ap.add_argument("--out", default="runs/learning", help="shared with benchmarks/learning.py (its start points)")
     ap.add_argument("--report-only", action="store_true")
@@ -151,9 +164,16 @@ def main() -> None:
                     train_candidate(args.config, base(seed), out, seed, args.start, candidate, method, args.updates)
     by_start = {start: report(args.seeds, start, args.updates, args.max_invalid) for start in learning.START_POINTS}
     learning.RESULTS.mkdir(parents=True, exist_ok=True)
-    record = {**provenance(), "candidates": CANDIDATES, "start_points": learning.START_POINTS, "seeds": args.seeds,
-              "updates": args.updates, "max_invalid": args.max_invalid,
-              "wall_seconds_this_invocation": time.time() - t0, "by_start": by_start}
+    record = {
+        **provenance(),
+        "candidates": CANDIDATES,
+        "start_points": learning.START_POINTS,
+        "seeds": args.seeds,
+        "updates": args.updates,
+        "max_invalid": args.max_invalid,
+        "wall_seconds_this_invocation": time.time() - t0,
+        "by_start": by_start,
+    }
     (learning.RESULTS / "collapse.json").write_text(json.dumps(record, indent=2))
     print(f"wrote {learning.RESULTS / 'collapse.json'}")
 

@@ -5,6 +5,7 @@ lock-step collector that keeps generating for them, on the same grouped batch (m
 
 Prints a table and writes benchmarks/results/collector.json.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -12,10 +13,10 @@ import json
 import time
 from pathlib import Path
 
+from provenance import provenance  # benchmarks/provenance.py (scripts run from this folder)
 from seed.config import load_config
 from seed.train.components import build_components
 from seed.train.pipeline import load_latest_weights
-from provenance import provenance  # benchmarks/provenance.py (scripts run from this folder)
 
 
 class Lockstep:
@@ -29,7 +30,7 @@ class Lockstep:
     def generate(self, prompts, sampling, batch_size=64):
         self.rows = max(self.rows, len(prompts))
         padded = prompts + [prompts[i % len(prompts)] for i in range(self.rows - len(prompts))]
-        return self.backend.generate(padded, sampling, batch_size=batch_size)[:len(prompts)]
+        return self.backend.generate(padded, sampling, batch_size=batch_size)[: len(prompts)]
 
 
 def main() -> None:
@@ -40,11 +41,21 @@ def main() -> None:
     ap.add_argument("--group", type=int, default=4)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--max-steps", type=int, default=15)
-    ap.add_argument("--run-dir", default="runs/default",
-                    help="use this run's latest checkpoint, a policy that wins some episodes early (mixed lengths)")
+    ap.add_argument(
+        "--run-dir",
+        default="runs/default",
+        help="use this run's latest checkpoint, a policy that wins some episodes early (mixed lengths)",
+    )
     args = ap.parse_args()
-    cfg = load_config(args.config, [f"model.name={args.model}", "warmup.enabled=false",
-                                    f"env.max_steps={args.max_steps}", f"run_dir={args.run_dir}"])
+    cfg = load_config(
+        args.config,
+        [
+            f"model.name={args.model}",
+            "warmup.enabled=false",
+            f"env.max_steps={args.max_steps}",
+            f"run_dir={args.run_dir}",
+        ],
+    )
     comps = build_components(cfg, with_reference=False)
     loaded = load_latest_weights(comps)
     print(f"weights: {'update ' + str(loaded) + ' of ' + args.run_dir if loaded else 'the base model'}")
@@ -71,7 +82,9 @@ def main() -> None:
     print(f"compacting / lockstep throughput: {ratio:.2f}x (target >= 1.3x)")
     out = Path(__file__).parent / "results" / "collector.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({**provenance(), "config": cfg.to_dict(), "results": rows, "throughput_ratio": ratio}, indent=2))
+    out.write_text(
+        json.dumps({**provenance(), "config": cfg.to_dict(), "results": rows, "throughput_ratio": ratio}, indent=2)
+    )
     print(f"wrote {out}")
 
 

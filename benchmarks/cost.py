@@ -23,6 +23,7 @@ and re-score are single exact forwards over the method's prompts.
 `--weights` is a run directory whose latest checkpoint is used: after its analyzer SFT, so the policy writes
 parseable skills and the re-scoring cost is real. Prints a table, writes benchmarks/results/cost.json.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,6 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from provenance import provenance  # benchmarks/provenance.py (scripts run from this folder)
 from seed.config import load_config
 from seed.models.backend import Sampling
 from seed.models.batching import distinct_rows
@@ -42,7 +44,6 @@ from seed.train.checkpoint import latest_checkpoint, load_checkpoint
 from seed.train.components import build_components
 from seed.train.distill import DistillStage
 from seed.train.rl import compute_advantages, make_optimizer, policy_update, task_seeds_for_update
-from provenance import provenance  # benchmarks/provenance.py (scripts run from this folder)
 
 
 def peak_rss_mb() -> float:
@@ -54,8 +55,9 @@ def analysis_prefill_seconds(analyzer, analysed) -> tuple[float, int]:
     but with one new token each, and those prompts' tokens."""
     prompts, _ = distinct_rows([tuple(p) for p in analyzer.prompts(analysed)])
     t0 = time.perf_counter()
-    analyzer.backend.generate([list(p) for p in prompts], Sampling(greedy=True, max_new_tokens=1, stop=()),
-                              batch_size=analyzer.batch_size)
+    analyzer.backend.generate(
+        [list(p) for p in prompts], Sampling(greedy=True, max_new_tokens=1, stop=()), batch_size=analyzer.batch_size
+    )
     return time.perf_counter() - t0, sum(len(p) for p in prompts)
 
 
@@ -71,8 +73,13 @@ def main() -> None:
     ap.add_argument("--weights", default="runs/default", help="run directory whose latest checkpoint is loaded")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--update-index", type=int, default=0, help="which update's training tasks form the batch")
-    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                    help="config override, repeatable (e.g. --set model.device=cuda)")
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="config override, repeatable (e.g. --set model.device=cuda)",
+    )
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="seed-cost-")
     cfg = load_config(args.config, [*args.set, f"run_dir={tmp}", "distill.kind=seed", "distill.skill_source=policy"])
@@ -89,15 +96,23 @@ def main() -> None:
     start = copy.deepcopy(comps.policy.model.state_dict())
 
     t0 = time.perf_counter()
-    episodes = comps.collector("train").collect(comps.policy, task_seeds_for_update(cfg, args.update_index),
-                                                cfg.rollout.group_size, comps.rollout_sampling(), id_prefix="bench-")
+    episodes = comps.collector("train").collect(
+        comps.policy,
+        task_seeds_for_update(cfg, args.update_index),
+        cfg.rollout.group_size,
+        comps.rollout_sampling(),
+        id_prefix="bench-",
+    )
     t_rollout = time.perf_counter() - t0
     base = compute_advantages(episodes, cfg)
     tokens = sum(len(s.prompt_ids) + len(s.response_ids) for s in base.samples)
     print(f"batch: {len(episodes)} episodes, {len(base.samples)} steps, {tokens} tokens; rollout {t_rollout:.1f}s")
 
-    counts = {"student_pair_tokens": distinct_pair_tokens([s.prompt_ids for s in base.samples],
-                                                          [s.response_ids for s in base.samples])}
+    counts = {
+        "student_pair_tokens": distinct_pair_tokens(
+            [s.prompt_ids for s in base.samples], [s.response_ids for s in base.samples]
+        )
+    }
     distill = DistillStage(comps)
     runs: dict[str, list[dict]] = {"grpo": [], "seed": []}
     for repeat in range(args.repeats):
@@ -107,14 +122,19 @@ def main() -> None:
             row = {"rollout": t_rollout, "analysis": 0.0, "rescore": 0.0}
             if method == "seed":
                 d = distill.run(1, episodes, batch.samples)
-                row.update(analysis=d["time/analysis"], rescore=d["time/rescore"], parse_rate=d["distill/parse_rate"],
-                           skill_rate=d["distill/skill_rate"])
+                row.update(
+                    analysis=d["time/analysis"],
+                    rescore=d["time/rescore"],
+                    parse_rate=d["distill/parse_rate"],
+                    skill_rate=d["distill/skill_rate"],
+                )
                 analysed = [e for e in episodes if e.analysis is not None]
                 prefill_s, counts["analysis_prompt_tokens"] = analysis_prefill_seconds(distill.analyzer, analysed)
                 row["analysis_prefill"] = prefill_s
                 counts["analysis_new_tokens"] = sum(len(comps.tokenizer.encode(e.analysis["raw"])) for e in analysed)
-                _, prompts, responses = teacher_pairs(comps.tokenizer, batch.samples,
-                                                      {e.episode_id: e.skill for e in analysed if e.skill})
+                _, prompts, responses = teacher_pairs(
+                    comps.tokenizer, batch.samples, {e.episode_id: e.skill for e in analysed if e.skill}
+                )
                 counts["rescore_pair_tokens"] = distinct_pair_tokens(prompts, responses)
             comps.cfg.distill.kind = method if method == "seed" else "none"
             t1 = time.perf_counter()
@@ -130,12 +150,18 @@ def main() -> None:
             comps.cfg.distill.kind = "seed"
     median = {m: {k: statistics.median(r.get(k, 0.0) for r in rows) for k in rows[0]} for m, rows in runs.items()}
     ratio = median["seed"]["total"] / median["grpo"]["total"]
-    print(f"{'method':<7}{'rollout':>9}{'analysis':>10}{'rescore':>9}{'update':>8}{'total':>8}{'tok/s':>8}{'RSS MB':>8}")
+    print(
+        f"{'method':<7}{'rollout':>9}{'analysis':>10}{'rescore':>9}{'update':>8}{'total':>8}{'tok/s':>8}{'RSS MB':>8}"
+    )
     for m, r in median.items():
-        print(f"{m:<7}{r['rollout']:>9.1f}{r['analysis']:>10.1f}{r['rescore']:>9.1f}{r['update']:>8.1f}"
-              f"{r['total']:>8.1f}{r['tokens_per_second']:>8.0f}{r['peak_rss_mb']:>8.0f}")
-    print(f"SEED / GRPO time per update: {ratio:.2f}x (target <= 1.15x); "
-          f"skill rate {median['seed'].get('skill_rate', 0):.2f} (medians of {args.repeats} repeats)")
+        print(
+            f"{m:<7}{r['rollout']:>9.1f}{r['analysis']:>10.1f}{r['rescore']:>9.1f}{r['update']:>8.1f}"
+            f"{r['total']:>8.1f}{r['tokens_per_second']:>8.0f}{r['peak_rss_mb']:>8.0f}"
+        )
+    print(
+        f"SEED / GRPO time per update: {ratio:.2f}x (target <= 1.15x); "
+        f"skill rate {median['seed'].get('skill_rate', 0):.2f} (medians of {args.repeats} repeats)"
+    )
     # The update alone swings by +-10% between identical repeats, and the two update columns do the same work up to
     # the OPD term; two steadier readings: per-repeat ratios (both methods ran back to back), and one pooled update
     # median for both.
@@ -146,17 +172,30 @@ def main() -> None:
     pooled = (grpo_pooled + extra["analysis"] + extra["rescore"]) / grpo_pooled
     floor = (grpo_pooled + extra["analysis_prefill"] + extra["rescore"]) / grpo_pooled
     print(f"paired (median of per-repeat ratios) {paired:.2f}x; pooled update median {update:.1f}s: {pooled:.2f}x")
-    print(f"analysis prefill alone {extra['analysis_prefill']:.1f}s of {extra['analysis']:.1f}s; "
-          f"with analysis decoding free, SEED / GRPO (pooled update) would be {floor:.2f}x")
+    print(
+        f"analysis prefill alone {extra['analysis_prefill']:.1f}s of {extra['analysis']:.1f}s; "
+        f"with analysis decoding free, SEED / GRPO (pooled update) would be {floor:.2f}x"
+    )
     print("tokens read: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
     out = Path(__file__).parent / "results" / "cost.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({
-        **provenance(),
-        "config": cfg.to_dict(), "batch": {"episodes": len(episodes), "steps": len(base.samples), "tokens": tokens},
-        "tokens_read": counts, "runs": runs, "median": median, "seed_grpo_time_ratio": ratio,
-        "seed_grpo_time_ratio_paired": paired, "seed_grpo_time_ratio_pooled_update": pooled,
-        "seed_grpo_ratio_if_analysis_decoding_free": floor}, indent=2))
+    out.write_text(
+        json.dumps(
+            {
+                **provenance(),
+                "config": cfg.to_dict(),
+                "batch": {"episodes": len(episodes), "steps": len(base.samples), "tokens": tokens},
+                "tokens_read": counts,
+                "runs": runs,
+                "median": median,
+                "seed_grpo_time_ratio": ratio,
+                "seed_grpo_time_ratio_paired": paired,
+                "seed_grpo_time_ratio_pooled_update": pooled,
+                "seed_grpo_ratio_if_analysis_decoding_free": floor,
+            },
+            indent=2,
+        )
+    )
     print(f"wrote {out}")
 
 

@@ -17,6 +17,7 @@ Prompts come from one rollout batch of the default config on the given weights. 
 
 Prints a table, writes benchmarks/results/engine.json.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,6 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from provenance import provenance  # benchmarks/provenance.py (scripts run from this folder)
 from seed.config import load_config
 from seed.models.batching import prompt_sharing_batches
 from seed.skills.rescore import rescore
@@ -32,12 +34,13 @@ from seed.train.checkpoint import latest_checkpoint, load_checkpoint
 from seed.train.components import build_components
 from seed.train.distill import DistillStage
 from seed.train.rl import task_seeds_for_update
-from provenance import provenance  # benchmarks/provenance.py (scripts run from this folder)
 
-DECODING = {"plain": {"prefill_padding": None, "reserve_kv": False, "share_prefill": False},
-            "reserved": {"prefill_padding": None, "reserve_kv": True, "share_prefill": False},
-            "bucketed": {"prefill_padding": 0.1, "reserve_kv": True, "share_prefill": False},
-            "shared": {"prefill_padding": 0.1, "reserve_kv": True, "share_prefill": True}}
+DECODING = {
+    "plain": {"prefill_padding": None, "reserve_kv": False, "share_prefill": False},
+    "reserved": {"prefill_padding": None, "reserve_kv": True, "share_prefill": False},
+    "bucketed": {"prefill_padding": 0.1, "reserve_kv": True, "share_prefill": False},
+    "shared": {"prefill_padding": 0.1, "reserve_kv": True, "share_prefill": True},
+}
 SCORING = {"plain": {"group_prefix_tokens": None}, "grouped": {"group_prefix_tokens": 16}}
 
 
@@ -47,16 +50,19 @@ def main() -> None:
     ap.add_argument("--weights", default="runs/default", help="run directory whose latest checkpoint is loaded")
     ap.add_argument("--repeats", type=int, default=2)
     args = ap.parse_args()
-    cfg = load_config(args.config, [f"run_dir={tempfile.mkdtemp(prefix='seed-engine-')}", "distill.kind=seed",
-                                    "distill.skill_source=policy"])
+    cfg = load_config(
+        args.config,
+        [f"run_dir={tempfile.mkdtemp(prefix='seed-engine-')}", "distill.kind=seed", "distill.skill_source=policy"],
+    )
     comps = build_components(cfg)
     ckpt = latest_checkpoint(Path(args.weights))
     if ckpt is not None:
         comps.policy.model.load_state_dict(load_checkpoint(ckpt)["model"])
     print(f"weights: {ckpt if ckpt else 'the base model (no checkpoint under ' + args.weights + ')'}")
     backend, tok, budget = comps.rollout_backend(), comps.tokenizer, cfg.algo.token_budget
-    episodes = comps.collector("train").collect(backend, task_seeds_for_update(cfg, 0), cfg.rollout.group_size,
-                                                comps.rollout_sampling(), id_prefix="bench-")
+    episodes = comps.collector("train").collect(
+        backend, task_seeds_for_update(cfg, 0), cfg.rollout.group_size, comps.rollout_sampling(), id_prefix="bench-"
+    )
     finished = [e for e in episodes if e.error is None and e.steps]
     analyzer = DistillStage(comps).analyzer
     samples = [s for e in finished for s in e.steps if s.response_ids]
@@ -69,14 +75,18 @@ def main() -> None:
         for micro in prompt_sharing_batches(prompts, responses, budget):
             logp, mask, _ = backend.forward_logps([prompts[i] for i in micro], [responses[i] for i in micro])
             (logp * mask).sum().backward()
-            out += [logp[j, :len(responses[i])].tolist() for j, i in enumerate(micro)]
+            out += [logp[j, : len(responses[i])].tolist() for j, i in enumerate(micro)]
         backend.model.zero_grad(set_to_none=True)
         return out
 
     workloads = {
         "analysis": (DECODING, lambda: [raw for raw, _ in analyzer.analyse(finished)]),
-        "step prompts": (DECODING, lambda: [g.text for g in backend.generate(prompts, comps.rollout_sampling(),
-                                                                              cfg.rollout.generation_batch_size)]),
+        "step prompts": (
+            DECODING,
+            lambda: [
+                g.text for g in backend.generate(prompts, comps.rollout_sampling(), cfg.rollout.generation_batch_size)
+            ],
+        ),
         "re-score": (SCORING, lambda: rescore(backend, tok, samples, skills, budget)),
         "student fwd+bwd": (SCORING, student_update),
     }
@@ -102,10 +112,20 @@ def main() -> None:
             print(f"{w:<17}{s:<10}{t:>8.1f}{speedup[w][s]:>9.2f}x{agree[w][s]:>11}")
     print("(agreement: decoding, the share of outputs identical to plain's; scoring, the largest log-prob difference)")
     out = Path(__file__).parent / "results" / "engine.json"
-    out.write_text(json.dumps({
-        **provenance(), "config": cfg.to_dict(), "batch": {"episodes": len(finished), "steps": len(samples)},
-        "seconds": times, "best_seconds": best, "speedup_over_plain": speedup, "agreement_with_plain": agree},
-        indent=2))
+    out.write_text(
+        json.dumps(
+            {
+                **provenance(),
+                "config": cfg.to_dict(),
+                "batch": {"episodes": len(finished), "steps": len(samples)},
+                "seconds": times,
+                "best_seconds": best,
+                "speedup_over_plain": speedup,
+                "agreement_with_plain": agree,
+            },
+            indent=2,
+        )
+    )
     print(f"wrote {out}")
 
 

@@ -8,6 +8,7 @@ ends is reset to a fresh task, so the batch stays full. Measures what a rollout'
 
 Prints the table and writes benchmarks/results/env_workers.json.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -17,9 +18,9 @@ import random
 import time
 from pathlib import Path
 
+from provenance import provenance  # benchmarks/provenance.py (scripts run from this folder)
 from seed.dist import EnvFault, LocalEnvPool, RayEnvPool
 from seed.envs import make
-from provenance import provenance  # benchmarks/provenance.py (scripts run from this folder)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -51,8 +52,13 @@ def measure(pool, envs: int, turns: int, seed: int = 0) -> dict:
             for s, o in zip(redo, fresh):
                 obs[s] = o
     wall = time.perf_counter() - t0
-    return {"env_steps": steps, "seconds": wall, "steps_per_second": steps / wall, "initial_reset_seconds": t_reset,
-            "faults": faults}
+    return {
+        "env_steps": steps,
+        "seconds": wall,
+        "steps_per_second": steps / wall,
+        "initial_reset_seconds": t_reset,
+        "faults": faults,
+    }
 
 
 def main() -> None:
@@ -73,8 +79,10 @@ def main() -> None:
     print(f"{'envs in':<12}{'env steps':>10}{'seconds':>9}{'steps/s':>9}{'vs in-process':>15}")
     for name, r in rows.items():
         r["ratio_vs_in_process"] = r["steps_per_second"] / base
-        print(f"{name:<12}{r['env_steps']:>10}{r['seconds']:>9.1f}{r['steps_per_second']:>9.1f}"
-              f"{r['ratio_vs_in_process']:>14.2f}x")
+        print(
+            f"{name:<12}{r['env_steps']:>10}{r['seconds']:>9.1f}{r['steps_per_second']:>9.1f}"
+            f"{r['ratio_vs_in_process']:>14.2f}x"
+        )
     out = ROOT / "benchmarks" / "results" / "env_workers.json"
     out.write_text(json.dumps({**provenance(), "settings": vars(args), "results": rows}, indent=2))
     print(f"wrote {out}")

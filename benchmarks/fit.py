@@ -1,4 +1,5 @@
 """The least-squares slope the memory benchmarks report (RSS in MB against update or iteration)."""
+
 from __future__ import annotations
 
 

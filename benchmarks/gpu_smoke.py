@@ -9,6 +9,7 @@ On one GPU, with a small random-init Llama saved to a temporary folder (no downl
      trainer's (bf16 tolerance) and differ from the pre-update scores.
 Prints timings and the largest differences; writes benchmarks/results/gpu_smoke.json.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -26,8 +27,8 @@ def main() -> None:
     from seed.dist.generation import GenerationWorker
     from seed.models import HFBackend, Sampling, load_tokenizer
     from seed.models.load import tiny_model
-    from seed.types import StepSample, StepState
     from seed.train.rl import Batch
+    from seed.types import StepSample, StepState
 
     t_all = time.perf_counter()
     tok = load_tokenizer("tiny-random")
@@ -38,8 +39,9 @@ def main() -> None:
 
     report["engine"] = "vllm" if importlib.util.find_spec("vllm") else "hf"
     t0 = time.perf_counter()
-    engine = GenerationWorker(str(folder), "cuda", "bf16", 0, None, engine=report["engine"],
-                              gpu_memory_utilization=0.2, max_model_len=1024)
+    engine = GenerationWorker(
+        str(folder), "cuda", "bf16", 0, None, engine=report["engine"], gpu_memory_utilization=0.2, max_model_len=1024
+    )
     report["engine_start_s"] = time.perf_counter() - t0
     prompts = [tok.encode(f"Task {i}: push the box to the target. Answer:") for i in range(64)]
     t0 = time.perf_counter()
@@ -56,11 +58,14 @@ def main() -> None:
     kept = [p for p, g in zip(prompts, gens) if g.ids]
     before = engine.logprobs(kept, responses, 8192)
     trainer_before = policy.logprobs(kept, responses)
-    report["max_abs_diff_engine_vs_trainer_before"] = max(abs(a - b) for x, y in zip(before, trainer_before)
-                                                        for a, b in zip(x, y))
+    report["max_abs_diff_engine_vs_trainer_before"] = max(
+        abs(a - b) for x, y in zip(before, trainer_before) for a, b in zip(x, y)
+    )
     shard_policy(policy)
-    samples = [StepSample(StepState("sokoban", "t", "o", []), p, r, [0.0] * len(r), "", "", True, 0.0)
-               for p, r in zip(kept, responses)]
+    samples = [
+        StepSample(StepState("sokoban", "t", "o", []), p, r, [0.0] * len(r), "", "", True, 0.0)
+        for p, r in zip(kept, responses)
+    ]
     adv = torch.randn(len(samples))
     from types import SimpleNamespace
 
@@ -81,8 +86,9 @@ def main() -> None:
     report["weight_sync_s"] = time.perf_counter() - t0
     after = engine.logprobs(kept, responses, 8192)
     trainer_after = policy.logprobs(kept, responses)
-    report["max_abs_diff_engine_vs_trainer_after"] = max(abs(a - b) for x, y in zip(after, trainer_after)
-                                                       for a, b in zip(x, y))
+    report["max_abs_diff_engine_vs_trainer_after"] = max(
+        abs(a - b) for x, y in zip(after, trainer_after) for a, b in zip(x, y)
+    )
     report["max_abs_change_engine_scores"] = max(abs(a - b) for x, y in zip(after, before) for a, b in zip(x, y))
     report["total_s"] = time.perf_counter() - t_all
     report["gpu"] = torch.cuda.get_device_name(0)

@@ -12,6 +12,7 @@ trimmed and RSS read after every iteration.
 Prints RSS slope (MB/iteration, after the first 3) and seconds per iteration for each capacity; writes
 benchmarks/results/kernel_caches.json.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -56,17 +57,22 @@ def main() -> None:
     results = {}
     for cap in args.capacities:
         env = {**os.environ, "ONEDNN_PRIMITIVE_CACHE_CAPACITY": str(cap), "LRU_CACHE_CAPACITY": str(cap)}
-        done = subprocess.run([sys.executable, "-c", WORKER, str(args.iterations)], env=env, check=True,
-                              capture_output=True, text=True)
+        done = subprocess.run(
+            [sys.executable, "-c", WORKER, str(args.iterations)], env=env, check=True, capture_output=True, text=True
+        )
         rows = json.loads(done.stdout.strip().splitlines()[-1])
         tail = rows[3:]
-        results[cap] = {"rows": rows, "rss_slope_mb_per_iteration": slope([r["iteration"] for r in tail],
-                                                                         [r["rss_mb"] for r in tail]),
-                        "seconds_per_iteration": (rows[-1]["seconds"] - rows[2]["seconds"]) / len(tail)}
+        results[cap] = {
+            "rows": rows,
+            "rss_slope_mb_per_iteration": slope([r["iteration"] for r in tail], [r["rss_mb"] for r in tail]),
+            "seconds_per_iteration": (rows[-1]["seconds"] - rows[2]["seconds"]) / len(tail),
+        }
         r = results[cap]
-        print(f"capacity {cap:>5}: RSS {rows[0]['rss_mb']:.0f} -> {rows[-1]['rss_mb']:.0f} MB, slope "
-              f"{r['rss_slope_mb_per_iteration']:+.1f} MB/iteration, {r['seconds_per_iteration']:.1f} s/iteration",
-              flush=True)
+        print(
+            f"capacity {cap:>5}: RSS {rows[0]['rss_mb']:.0f} -> {rows[-1]['rss_mb']:.0f} MB, slope "
+            f"{r['rss_slope_mb_per_iteration']:+.1f} MB/iteration, {r['seconds_per_iteration']:.1f} s/iteration",
+            flush=True,
+        )
     out = Path(__file__).parent / "results" / "kernel_caches.json"
     out.write_text(json.dumps({**provenance(), "iterations": args.iterations, "by_capacity": results}, indent=2))
     print(f"wrote {out}")

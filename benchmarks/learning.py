@@ -25,6 +25,7 @@ evaluations are never redone, so a kill loses at most the update in flight (it r
 
 Prints the tables, writes benchmarks/results/learning.json and learning.png (when matplotlib is installed).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,6 +36,7 @@ import shutil
 import sys
 import time
 from pathlib import Path
+
 from provenance import provenance  # benchmarks/provenance.py (scripts run from this folder)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -144,16 +146,27 @@ def finished(run_dir: Path, updates: int, every: int) -> bool:
     return all(eval_file(run_dir, end).exists() for end in evaluation_points(updates, every))
 
 
-def run_overrides(config: str, base: list[str], method: str, run_dir: Path, updates: int,
-                  extra: list[str] = (), start_point: str | None = None) -> list[str]:
+def run_overrides(
+    config: str,
+    base: list[str],
+    method: str,
+    run_dir: Path,
+    updates: int,
+    extra: list[str] = (),
+    start_point: str | None = None,
+) -> list[str]:
     """A method's run from its start point (default: the method's own): the start's warm-up settings (so its stage
     markers hold), the method, `extra`, and a checkpoint after every update (a kill loses at most the update in
     flight)."""
     from seed.config import load_config
 
-    return (base + START_POINTS[start_point or start_of(method)] + method_overrides(method, load_config(config, base).env.name)
-            + list(extra) + [f"run_dir={run_dir}", f"train.updates={updates}", "train.checkpoint_every=1",
-                             "train.keep_checkpoints=1"])
+    return (
+        base
+        + START_POINTS[start_point or start_of(method)]
+        + method_overrides(method, load_config(config, base).env.name)
+        + list(extra)
+        + [f"run_dir={run_dir}", f"train.updates={updates}", "train.checkpoint_every=1", "train.keep_checkpoints=1"]
+    )
 
 
 def train_method(config: str, base: list[str], seed_dir: Path, method: str, updates: int, every: int) -> None:
@@ -223,8 +236,14 @@ def summarise(curves: dict, seeds: list[int], episodes_per_update: int) -> dict:
                     continue
                 m, se = mean_se([per_seed[s] for s in seeds])
                 table.setdefault(method, {}).setdefault(split, []).append(
-                    {"update": update, "episodes": update * episodes_per_update, "mean": m, "se": se,
-                     "per_seed": {str(s): per_seed[s] for s in seeds}})
+                    {
+                        "update": update,
+                        "episodes": update * episodes_per_update,
+                        "mean": m,
+                        "se": se,
+                        "per_seed": {str(s): per_seed[s] for s in seeds},
+                    }
+                )
     return table
 
 
@@ -240,8 +259,13 @@ def paired_minus(table: dict, method: str, baseline: str = "grpo") -> dict:
         update = common[-1]
         diffs = [a[update][s] - b[update][s] for s in a[update]]
         m, se = mean_se(diffs)
-        out[split] = {"update": update, "mean": m, "se": se, "n_seeds": len(diffs),
-                      "per_seed": dict(zip(a[update], diffs))}
+        out[split] = {
+            "update": update,
+            "mean": m,
+            "se": se,
+            "n_seeds": len(diffs),
+            "per_seed": dict(zip(a[update], diffs)),
+        }
     return out
 
 
@@ -268,8 +292,8 @@ def reach_grpo_final(table: dict, resamples: int = 2000, seed: int = 0) -> dict:
 
     def estimate(sample: list[str]) -> dict[str, float]:
         def mean_curve(method: str) -> list[tuple[int, float]]:
-            return [(p["episodes"], sum(p["per_seed"][s] for s in sample) / len(sample))
-                    for p in table[method]["all"]]
+            return [(p["episodes"], sum(p["per_seed"][s] for s in sample) / len(sample)) for p in table[method]["all"]]
+
         target = mean_curve("grpo")[-1][1]
         return {m: episodes_to_reach(mean_curve(m), target) for m in table if table[m].get("all")}
 
@@ -280,8 +304,11 @@ def reach_grpo_final(table: dict, resamples: int = 2000, seed: int = 0) -> dict:
     for method, value in point.items():
         values = sorted(d[method] for d in draws)
         lo, hi = values[int(0.025 * (len(values) - 1))], values[int(0.975 * (len(values) - 1))]
-        out[method] = {"episodes": _finite(value), "interval_95": [_finite(lo), _finite(hi)],
-                       "share_of_resamples_never_reaching": sum(math.isinf(v) for v in values) / len(values)}
+        out[method] = {
+            "episodes": _finite(value),
+            "interval_95": [_finite(lo), _finite(hi)],
+            "share_of_resamples_never_reaching": sum(math.isinf(v) for v in values) / len(values),
+        }
     return {"grpo_final_success": grpo[-1]["mean"], "methods": out}
 
 
@@ -306,18 +333,31 @@ def print_tables(table: dict, paired: dict, reach: dict) -> None:
         print(f"{'method':<9}" + "".join(f"{u:>15}" for u in updates))
         for method, points in rows.items():
             by_u = {p["update"]: p for p in points}
-            print(f"{method:<9}" + "".join(f"{by_u[u]['mean']:>9.3f} ±{by_u[u]['se']:.3f}" if u in by_u else
-                                           f"{'—':>15}" for u in updates))
+            print(
+                f"{method:<9}"
+                + "".join(
+                    f"{by_u[u]['mean']:>9.3f} ±{by_u[u]['se']:.3f}" if u in by_u else f"{'—':>15}" for u in updates
+                )
+            )
     print("\nPaired difference method − GRPO per seed (mean ± SE over seeds), last common update:")
     for method, panels in paired.items():
-        print(f"  {method:<9}" + "  ".join(f"{split} {d['mean']:+.3f} ±{d['se']:.3f} (n={d['n_seeds']}, u{d['update']})"
-                                             for split, d in panels.items()))
+        print(
+            f"  {method:<9}"
+            + "  ".join(
+                f"{split} {d['mean']:+.3f} ±{d['se']:.3f} (n={d['n_seeds']}, u{d['update']})"
+                for split, d in panels.items()
+            )
+        )
     if reach:
-        print(f"\nTraining episodes to reach GRPO's final success on both panels ({reach['grpo_final_success']:.3f}),"
-              " 95% bootstrap interval over seeds (None: not within the budget):")
+        print(
+            f"\nTraining episodes to reach GRPO's final success on both panels ({reach['grpo_final_success']:.3f}),"
+            " 95% bootstrap interval over seeds (None: not within the budget):"
+        )
         for method, r in reach["methods"].items():
-            print(f"  {method:<9} {r['episodes']}  [{r['interval_95'][0]}, {r['interval_95'][1]}]"
-                  f"  never in {r['share_of_resamples_never_reaching']:.0%} of resamples")
+            print(
+                f"  {method:<9} {r['episodes']}  [{r['interval_95'][0]}, {r['interval_95'][1]}]"
+                f"  never in {r['share_of_resamples_never_reaching']:.0%} of resamples"
+            )
 
 
 def plot(table: dict, path: Path) -> bool:
@@ -374,14 +414,17 @@ def main() -> None:
             seed_dir = out / f"seed{seed}"
             todo = [m for m in args.methods if not finished(ARCHIVE / seed_dir.name / m, args.updates, args.eval_every)]
             if todo and len(todo) < len(args.methods) and not (seed_dir / "start").exists():
-                raise SystemExit(f"{ARCHIVE / seed_dir.name} holds methods trained from a start point that is gone "
-                                 f"(a seed runs in one sitting); remove that folder to redo seed {seed}")
+                raise SystemExit(
+                    f"{ARCHIVE / seed_dir.name} holds methods trained from a start point that is gone "
+                    f"(a seed runs in one sitting); remove that folder to redo seed {seed}"
+                )
             for method in todo:
                 build_start(args.config, base + [f"seed={seed}"], seed_dir, start_of(method))
                 train_method(args.config, base + [f"seed={seed}"], seed_dir, method, args.updates, args.eval_every)
     cfg = load_config(args.config, base)
-    table = summarise(collect(ARCHIVE, args.seeds, args.methods), args.seeds,
-                      cfg.rollout.tasks_per_update * cfg.rollout.group_size)
+    table = summarise(
+        collect(ARCHIVE, args.seeds, args.methods), args.seeds, cfg.rollout.tasks_per_update * cfg.rollout.group_size
+    )
     paired = {m: paired_minus(table, m) for m in table if m != "grpo"}
     reach = reach_grpo_final(table)
     invalid = invalid_table(ARCHIVE, args.seeds, args.methods)
@@ -390,12 +433,20 @@ def main() -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     record = {
         **provenance(),
-        "config": cfg.to_dict(), "methods": args.methods, "method_overrides": {m: METHODS[m] for m in args.methods},
-        "start_points": {m: START_POINTS[start_of(m)] for m in args.methods}, "seeds": args.seeds,
-        "updates": args.updates, "eval_every": args.eval_every, "eval_rooms_per_split": args.eval_episodes,
-        "wall_seconds_this_invocation": time.time() - t0, "curves": table,
-        "paired_seed_minus_grpo": paired.get("seed", {}), "paired_minus_grpo": paired,
-        "episodes_to_reach_grpo_final": reach, "invalid_rate": invalid,
+        "config": cfg.to_dict(),
+        "methods": args.methods,
+        "method_overrides": {m: METHODS[m] for m in args.methods},
+        "start_points": {m: START_POINTS[start_of(m)] for m in args.methods},
+        "seeds": args.seeds,
+        "updates": args.updates,
+        "eval_every": args.eval_every,
+        "eval_rooms_per_split": args.eval_episodes,
+        "wall_seconds_this_invocation": time.time() - t0,
+        "curves": table,
+        "paired_seed_minus_grpo": paired.get("seed", {}),
+        "paired_minus_grpo": paired,
+        "episodes_to_reach_grpo_final": reach,
+        "invalid_rate": invalid,
     }
     (RESULTS / "learning.json").write_text(json.dumps(record, indent=2))
     if plot(table, RESULTS / "learning.png"):

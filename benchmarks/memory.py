@@ -8,6 +8,7 @@ holds checkpoint 0 (keep_checkpoints) is ignored and the start stages run first.
 squares fit of RSS (MB) on the update index over updates 2..N (update 1 allocates the optimizer state and the
 caches). Prints the series, writes benchmarks/results/memory.json.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -16,12 +17,12 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from fit import slope  # benchmarks/fit.py
+from provenance import provenance  # benchmarks/provenance.py (scripts run from this folder)
 from seed.config import load_config
 from seed.train.components import build_components
 from seed.train.metrics import read_metrics
 from seed.train.pipeline import train_stage
-from fit import slope  # benchmarks/fit.py
-from provenance import provenance  # benchmarks/provenance.py (scripts run from this folder)
 
 
 def main() -> None:
@@ -39,8 +40,9 @@ def main() -> None:
             if (src / name).exists():
                 shutil.copy(src / name, run_dir)
     print(f"start: {'checkpoint 0 of ' + str(src) if (run_dir / 'checkpoints').exists() else 'the start stages'}")
-    cfg = load_config(args.config, [f"run_dir={run_dir}", f"train.updates={args.updates}",
-                                    f"train.checkpoint_every={args.updates}"])
+    cfg = load_config(
+        args.config, [f"run_dir={run_dir}", f"train.updates={args.updates}", f"train.checkpoint_every={args.updates}"]
+    )
     train_stage(build_components(cfg))
     rows = [r for r in read_metrics(run_dir) if "memory/rss_mb" in r]
     xs, ys = [float(r["update"]) for r in rows], [r["memory/rss_mb"] for r in rows]
@@ -50,9 +52,17 @@ def main() -> None:
         print(f"{int(x):>6}{y:>9.0f}")
     print(f"RSS slope over updates 2..{int(xs[-1])}: {fit:+.2f} MB/update (first {ys[0]:.0f} MB, last {ys[-1]:.0f} MB)")
     out = Path(__file__).parent / "results" / "memory.json"
-    out.write_text(json.dumps({
-        **provenance(),
-        "config": cfg.to_dict(), "rss_mb_by_update": dict(zip(map(int, xs), ys)), "slope_mb_per_update": fit}, indent=2))
+    out.write_text(
+        json.dumps(
+            {
+                **provenance(),
+                "config": cfg.to_dict(),
+                "rss_mb_by_update": dict(zip(map(int, xs), ys)),
+                "slope_mb_per_update": fit,
+            },
+            indent=2,
+        )
+    )
     print(f"wrote {out}")
 
 

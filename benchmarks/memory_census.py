@@ -9,8 +9,9 @@ are a copy something still holds. RSS above the live tensors is the runtime plus
 `--release` each row then releases the allocator's free pages and reads RSS again, so the two are told apart (the
 extra releases lower the phase peaks, so those are comparable only between runs without it).
 
-    cd benchmarks && python memory_census.py [--updates 1] [--release] [--out results/memory_census.json] [key=value ...]
+    cd benchmarks && python memory_census.py [--updates 1] [--release] [--out PATH] [key=value ...]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,13 +51,17 @@ def census(tag: str, components, optimizer, release: bool = False) -> dict:
 
     policy = components.policy
     moments = [v for s in optimizer.state.values() for v in s.values() if torch.is_tensor(v)] if optimizer else []
-    row = {"at": tag, "rss_mb": rss_mb(), "high_water_mb": _high_water_mb(),
-           "weights_mb": mb(policy.model.parameters()),
-           # read first: a gradient has no Python object (so the census cannot see it) until `.grad` is read
-           "grads_mb": mb(p.grad for p in policy.model.parameters() if p.grad is not None),
-           "adam_moments_mb": mb(moments),
-           "reference_mb": mb(components.reference.model.parameters()) if components.reference else 0.0,
-           "decoding_copy_mb": mb(policy._gen_model.parameters()) if policy._gen_model is not None else 0.0}
+    row = {
+        "at": tag,
+        "rss_mb": rss_mb(),
+        "high_water_mb": _high_water_mb(),
+        "weights_mb": mb(policy.model.parameters()),
+        # read first: a gradient has no Python object (so the census cannot see it) until `.grad` is read
+        "grads_mb": mb(p.grad for p in policy.model.parameters() if p.grad is not None),
+        "adam_moments_mb": mb(moments),
+        "reference_mb": mb(components.reference.model.parameters()) if components.reference else 0.0,
+        "decoding_copy_mb": mb(policy._gen_model.parameters()) if policy._gen_model is not None else 0.0,
+    }
     row["live_tensors_mb"] = live_tensor_mb()
     known = sum(row[k] for k in ("weights_mb", "grads_mb", "adam_moments_mb", "reference_mb", "decoding_copy_mb"))
     row["unexplained_tensors_mb"] = row["live_tensors_mb"] - known
@@ -87,8 +92,16 @@ def main() -> None:
 
     rows: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp:
-        cfg = load_config(args.config, [f"run_dir={tmp}/run", f"train.updates={args.updates}",
-                                        f"train.checkpoint_every={args.updates}", *SHORT, *args.overrides])
+        cfg = load_config(
+            args.config,
+            [
+                f"run_dir={tmp}/run",
+                f"train.updates={args.updates}",
+                f"train.checkpoint_every={args.updates}",
+                *SHORT,
+                *args.overrides,
+            ],
+        )
         components = build_components(cfg)
         rows.append(census("built", components, None, args.release))
         accumulate, step, update = rl._accumulate_gradients, rl._optimizer_step, rl.policy_update
@@ -122,9 +135,20 @@ def main() -> None:
         train_stage(components)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"rows": rows, "short": SHORT, "overrides": args.overrides, "release": args.release,
-                               "peak_rss_by_phase_mb": phase_peaks_mb, "seconds_by_phase": phase_seconds,
-                               "provenance": provenance()}, indent=2))
+    out.write_text(
+        json.dumps(
+            {
+                "rows": rows,
+                "short": SHORT,
+                "overrides": args.overrides,
+                "release": args.release,
+                "peak_rss_by_phase_mb": phase_peaks_mb,
+                "seconds_by_phase": phase_seconds,
+                "provenance": provenance(),
+            },
+            indent=2,
+        )
+    )
     print(f"wrote {out}")
 
 

@@ -7,6 +7,7 @@ tests/test_parsers_fuzz.py: how many raise, and how long the slowest take, by in
 Each parser runs in a worker process; an input it has not finished after --limit seconds (60) is counted as a
 timeout and the worker replaced. Prints a table, writes results/parsers[_<label>].json.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -75,16 +76,27 @@ def main() -> None:
         jobs.put(None)
     summary = {}
     for name, by_size in rows.items():
-        summary[name] = {"raised": dict(errors[name]), "timeouts": timeouts[name],
-                         "by_length": {str(n): {"inputs": len(t), "median_ms": round(statistics.median(t) * 1e3, 3),
-                                                "slowest_ms": round(max(t) * 1e3, 3)}
-                                       for n, t in sorted(by_size.items()) if len(t) >= 5},
-                         "slowest_ms": round(max(x for t in by_size.values() for x in t) * 1e3, 3)}
-        print(f"{name}: raised {dict(errors[name])}, timeouts {timeouts[name]}, "
-              f"slowest {summary[name]['slowest_ms']} ms")
+        summary[name] = {
+            "raised": dict(errors[name]),
+            "timeouts": timeouts[name],
+            "by_length": {
+                str(n): {
+                    "inputs": len(t),
+                    "median_ms": round(statistics.median(t) * 1e3, 3),
+                    "slowest_ms": round(max(t) * 1e3, 3),
+                }
+                for n, t in sorted(by_size.items())
+                if len(t) >= 5
+            },
+            "slowest_ms": round(max(x for t in by_size.values() for x in t) * 1e3, 3),
+        }
+        print(
+            f"{name}: raised {dict(errors[name])}, timeouts {timeouts[name]}, slowest {summary[name]['slowest_ms']} ms"
+        )
     out = ROOT / "benchmarks" / "results" / f"parsers{'_' + args.label if args.label else ''}.json"
-    out.write_text(json.dumps({**provenance(), "src": args.src, "inputs": len(inputs), "summary": summary}, indent=2)
-                   + "\n")
+    out.write_text(
+        json.dumps({**provenance(), "src": args.src, "inputs": len(inputs), "summary": summary}, indent=2) + "\n"
+    )
     print(f"wrote {out}")
 
 

@@ -13,6 +13,7 @@ autocast on CPU (TRL: `bf16=True, use_cpu=True`). Each side's first update is a 
 
 Prints the table and writes benchmarks/results/peer_trl.json.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,16 +25,16 @@ from pathlib import Path
 
 import torch
 
+from provenance import provenance  # benchmarks/provenance.py (scripts run from this folder)
 from seed.agent.parse import parse_action
 from seed.agent.render import render, render_messages
 from seed.config import load_config
 from seed.envs import make
 from seed.models import Sampling
-from seed.types import Episode, StepSample, StepState
 from seed.train.checkpoint import latest_checkpoint, load_checkpoint
 from seed.train.components import build_components
 from seed.train.rl import compute_advantages, make_optimizer, policy_update
-from provenance import provenance  # benchmarks/provenance.py (scripts run from this folder)
+from seed.types import Episode, StepSample, StepState
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -53,7 +54,7 @@ def reward(text: str, expert: str) -> float:
     """Scored on the text up to the first `</action>`: neither side stops generating there (TRL's generate takes
     no stop strings), so both decode until EOS or the token budget and pay for the same tokens."""
     end = text.find("</action>")
-    parsed = parse_action(text[:end + len("</action>")] if end >= 0 else text, ["up", "down", "left", "right"])
+    parsed = parse_action(text[: end + len("</action>")] if end >= 0 else text, ["up", "down", "left", "right"])
     if not parsed.valid:
         return -0.1
     return 1.0 if parsed.action == expert else 0.0
@@ -69,9 +70,19 @@ def load_start_weights(model, weights: str | None) -> str:
 
 def run_seed(args, rows: list[dict]) -> dict:
     tmp = tempfile.mkdtemp(prefix="seed-peer-")
-    cfg = load_config("default", [f"run_dir={tmp}", "distill.kind=none", "warmup.enabled=false", "sft.enabled=false",
-                                  "algo.mini_batch_size=0", f"rollout.max_response_tokens={args.max_tokens}",
-                                  "algo.entropy_coef=0", f"seed={args.seed}"])
+    cfg = load_config(
+        "default",
+        [
+            f"run_dir={tmp}",
+            "distill.kind=none",
+            "warmup.enabled=false",
+            "sft.enabled=false",
+            "algo.mini_batch_size=0",
+            f"rollout.max_response_tokens={args.max_tokens}",
+            "algo.entropy_coef=0",
+            f"seed={args.seed}",
+        ],
+    )
     comps = build_components(cfg)
     start = load_start_weights(comps.policy.model, args.weights)
     if comps.reference is not None:
@@ -80,7 +91,7 @@ def run_seed(args, rows: list[dict]) -> dict:
     sampling = Sampling(temperature=1.0, max_new_tokens=args.max_tokens, stop=())  # EOS only, as TRL
     times, tokens, rewards = [], [], []
     for update in range(args.updates + 1):
-        batch_rows = rows[update * args.prompts:(update + 1) * args.prompts]
+        batch_rows = rows[update * args.prompts : (update + 1) * args.prompts]
         t0 = time.perf_counter()
         prompt_ids = [render(r["state"], comps.tokenizer) for r in batch_rows]
         gens = comps.policy.generate([p for p in prompt_ids for _ in range(args.group)], sampling)
@@ -89,8 +100,9 @@ def run_seed(args, rows: list[dict]) -> dict:
             row = batch_rows[i // args.group]
             r = reward(g.text, row["expert"])
             step = StepSample(row["state"], prompt_ids[i // args.group], g.ids, g.logps, g.text, "", r >= 0, r)
-            episodes.append(Episode(f"u{update}-{i}", i // args.group, 0, row["state"].task, "sokoban", [step],
-                                    won=r > 0, score=r))
+            episodes.append(
+                Episode(f"u{update}-{i}", i // args.group, 0, row["state"].task, "sokoban", [step], won=r > 0, score=r)
+            )
         batch = compute_advantages(episodes, cfg)
         policy_update(comps, optimizer, batch)
         dt = time.perf_counter() - t0
@@ -99,8 +111,12 @@ def run_seed(args, rows: list[dict]) -> dict:
             tokens.append(sum(len(g.ids) for g in gens))
             rewards.append(sum(e.score for e in episodes) / len(episodes))
         print(f"seed update {update}: {dt:.2f}s, {sum(len(g.ids) for g in gens)} completion tokens", flush=True)
-    return {"start_weights": start, "seconds_per_update": times, "completion_tokens_per_update": tokens,
-            "mean_reward": rewards}
+    return {
+        "start_weights": start,
+        "seconds_per_update": times,
+        "completion_tokens_per_update": tokens,
+        "mean_reward": rewards,
+    }
 
 
 def run_trl(args, rows: list[dict]) -> dict:
@@ -132,22 +148,44 @@ def run_trl(args, rows: list[dict]) -> dict:
 
     timer = StepTimer()
     config = GRPOConfig(
-        output_dir=tempfile.mkdtemp(prefix="trl-peer-"), per_device_train_batch_size=args.prompts * args.group,
-        num_generations=args.group, gradient_accumulation_steps=1, num_iterations=1, max_steps=args.updates + 1,
-        max_completion_length=args.max_tokens, temperature=1.0, learning_rate=2e-5, lr_scheduler_type="constant",
-        warmup_steps=0, weight_decay=0.01, max_grad_norm=1.0, beta=0.01, epsilon=0.2, bf16=True, use_cpu=True,
-        logging_steps=1, report_to="none", save_strategy="no", seed=args.seed, shuffle_dataset=False,
-        dataloader_num_workers=0)
-    trainer = GRPOTrainer(model=model, reward_funcs=reward_fn, args=config, train_dataset=data,
-                          processing_class=tok, callbacks=[timer])
+        output_dir=tempfile.mkdtemp(prefix="trl-peer-"),
+        per_device_train_batch_size=args.prompts * args.group,
+        num_generations=args.group,
+        gradient_accumulation_steps=1,
+        num_iterations=1,
+        max_steps=args.updates + 1,
+        max_completion_length=args.max_tokens,
+        temperature=1.0,
+        learning_rate=2e-5,
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+        weight_decay=0.01,
+        max_grad_norm=1.0,
+        beta=0.01,
+        epsilon=0.2,
+        bf16=True,
+        use_cpu=True,
+        logging_steps=1,
+        report_to="none",
+        save_strategy="no",
+        seed=args.seed,
+        shuffle_dataset=False,
+        dataloader_num_workers=0,
+    )
+    trainer = GRPOTrainer(
+        model=model, reward_funcs=reward_fn, args=config, train_dataset=data, processing_class=tok, callbacks=[timer]
+    )
     if trainer.ref_model is not None:  # TRL builds its reference from the hub id: give it the same start weights
         trainer.ref_model.load_state_dict(model.state_dict())
     trainer.train()
     logs = [h for h in trainer.state.log_history if "num_tokens" in h or "completions/mean_length" in h]
     lengths = [h.get("completions/mean_length", 0.0) * args.prompts * args.group for h in logs]
-    return {"start_weights": start, "seconds_per_update": timer.times[1:],
-            "completion_tokens_per_update": lengths[1:],
-            "mean_reward": [h.get("reward", float("nan")) for h in logs][1:]}
+    return {
+        "start_weights": start,
+        "seconds_per_update": timer.times[1:],
+        "completion_tokens_per_update": lengths[1:],
+        "mean_reward": [h.get("reward", float("nan")) for h in logs][1:],
+    }
 
 
 def main() -> None:
@@ -169,13 +207,16 @@ def main() -> None:
         print(f"{name:<6}{s:>18.2f}{t:>26.1f}{t / s:>10.1f}{statistics.mean(r['mean_reward']):>13.3f}")
     ratio = results["trl"]["median_seconds_per_update"] / results["seed"]["median_seconds_per_update"]
     print(f"TRL / seed seconds per update: {ratio:.2f}x (above 1: seed is faster)")
-    import trl
     import transformers
+    import trl
 
-    record = {**provenance(),
-              "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
-                           "trl": trl.__version__},
-              "settings": vars(args), "trl_over_seed_seconds_ratio": ratio, **results}
+    record = {
+        **provenance(),
+        "versions": {"torch": torch.__version__, "transformers": transformers.__version__, "trl": trl.__version__},
+        "settings": vars(args),
+        "trl_over_seed_seconds_ratio": ratio,
+        **results,
+    }
     out = ROOT / "benchmarks" / "results" / "peer_trl.json"
     out.write_text(json.dumps(record, indent=2))
     print(f"wrote {out}")

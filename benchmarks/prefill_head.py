@@ -9,6 +9,7 @@ kernel's high-water mark first.
 
     python benchmarks/prefill_head.py [--out results/prefill_head.json]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -17,11 +18,10 @@ import random
 import time
 from pathlib import Path
 
-from provenance import provenance  # benchmarks/provenance.py (scripts run from this folder)
-
 import torch
 import torch.nn.functional as F
 
+from provenance import provenance  # benchmarks/provenance.py (scripts run from this folder)
 from seed.config import load_config
 from seed.models import Sampling
 from seed.models.backend import HFBackend, _cache_keyword, _cache_of
@@ -57,16 +57,17 @@ class ModelHeadBackend(HFBackend):
         ids = torch.full((len(prompts), width), self.tokenizer.pad_token_id, dtype=torch.long)
         attn = torch.zeros((len(prompts), width), dtype=torch.long)
         for r, p in enumerate(prompts):
-            ids[r, width - len(p):] = torch.tensor(p)
-            attn[r, width - len(p):] = 1
+            ids[r, width - len(p) :] = torch.tensor(p)
+            attn[r, width - len(p) :] = 1
         position_ids = shared + (attn.cumsum(-1) - 1).clamp_min(0)
         kw = {}
         if prefix is not None:
             attn = torch.cat([torch.ones((len(prompts), shared), dtype=attn.dtype), attn], dim=1)
             kw = {_cache_keyword(model): prefix}
         with self.autocast():
-            res = model(input_ids=ids, attention_mask=attn, position_ids=position_ids, use_cache=True,
-                        logits_to_keep=1, **kw)
+            res = model(
+                input_ids=ids, attention_mask=attn, position_ids=position_ids, use_cache=True, logits_to_keep=1, **kw
+            )
         return _cache_of(res), res.logits[:, -1, :].float()
 
 
@@ -75,8 +76,7 @@ def sampling(backend: HFBackend, prompts: list[list[int]]) -> dict:
     base = _reset()
     t = time.perf_counter()
     gens = backend.generate(prompts, Sampling(greedy=True, max_new_tokens=32, stop=()))
-    return {"seconds": time.perf_counter() - t, "peak_above_mb": _high_water_mb() - base,
-            "first_ids": gens[0].ids[:8]}
+    return {"seconds": time.perf_counter() - t, "peak_above_mb": _high_water_mb() - base, "first_ids": gens[0].ids[:8]}
 
 
 def main() -> None:
@@ -95,17 +95,23 @@ def main() -> None:
     shapes = {"rollout: 32 prompts x 300 tokens": (32, 100), "analysis: 16 prompts x 1000 tokens": (16, 800)}
     for name, (n, extra) in shapes.items():
         prompts = [shared + [rng.randrange(100, 40000) for _ in range(extra)] for _ in range(n)]
-        results["sampling"][name] = {"model head (before)": sampling(before, prompts),
-                                     "contiguous head (now)": sampling(now, prompts)}
+        results["sampling"][name] = {
+            "model head (before)": sampling(before, prompts),
+            "contiguous head (now)": sampling(now, prompts),
+        }
     print(f"precision {cfg.model.precision} -> {now.amp_dtype}")
     for dtype, row in results["head"].items():
-        print(f"head alone, 32 x 300, {dtype}: strided {row['strided']['peak_above_mb']:.0f} MB "
-              f"{row['strided']['seconds']:.3f} s; contiguous {row['contiguous']['peak_above_mb']:.0f} MB "
-              f"{row['contiguous']['seconds']:.3f} s")
+        print(
+            f"head alone, 32 x 300, {dtype}: strided {row['strided']['peak_above_mb']:.0f} MB "
+            f"{row['strided']['seconds']:.3f} s; contiguous {row['contiguous']['peak_above_mb']:.0f} MB "
+            f"{row['contiguous']['seconds']:.3f} s"
+        )
     for name, row in results["sampling"].items():
         b, c = row["model head (before)"], row["contiguous head (now)"]
-        print(f"{name}: before {b['peak_above_mb']:.0f} MB {b['seconds']:.2f} s; now {c['peak_above_mb']:.0f} MB "
-              f"{c['seconds']:.2f} s; same tokens: {b['first_ids'] == c['first_ids']}")
+        print(
+            f"{name}: before {b['peak_above_mb']:.0f} MB {b['seconds']:.2f} s; now {c['peak_above_mb']:.0f} MB "
+            f"{c['seconds']:.2f} s; same tokens: {b['first_ids'] == c['first_ids']}"
+        )
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({**results, "precision": str(now.amp_dtype), "provenance": provenance()}, indent=2))

@@ -7,6 +7,7 @@ and the time to open an episode of the last update (decompressing that update's 
 
     python benchmarks/report_scale.py --run runs/default --updates 150 [--screenshots docs]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,8 +48,11 @@ def cycled_run(source: Path, updates: int, out: Path) -> Path:
             e["episode_id"] = f"u{u - 1}-{e['episode_id'].split('-', 1)[1]}"
         (out / "episodes" / f"update_{u - 1:05d}.jsonl").write_text("".join(json.dumps(e) + "\n" for e in episodes))
         metric_rows.append({**metrics[src], "update": u})
-        skill_rows += [{**r, "update": u, "episode_id": f"u{u - 1}-{r['episode_id'].split('-', 1)[1]}"}
-                       for r in skills if r["update"] == src]
+        skill_rows += [
+            {**r, "update": u, "episode_id": f"u{u - 1}-{r['episode_id'].split('-', 1)[1]}"}
+            for r in skills
+            if r["update"] == src
+        ]
     (out / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in metric_rows))
     (out / "skills.jsonl").write_text("".join(json.dumps(r) + "\n" for r in skill_rows))
     return out
@@ -66,26 +70,37 @@ def measure(run_dir: Path, tokenizer, loads: int, shots: Path | None) -> dict:
             browser.screenshot(shots / "report_curves.png")
         browser.evaluate("document.querySelector('nav button[data-tab=episodes]').click()")
         t0 = time.perf_counter()
-        browser.evaluate("(() => { const s = document.getElementById('pick-update'); s.value = '" + str(last) + "';"
-                         " s.dispatchEvent(new Event('change')); })()")
+        browser.evaluate(
+            "(() => { const s = document.getElementById('pick-update'); s.value = '" + str(last) + "';"
+            " s.dispatchEvent(new Event('change')); })()"
+        )
         browser.wait_for("!!document.querySelector('#episode-list div[data-episode]')")
         browser.evaluate("document.querySelector('#episode-list div[data-episode]').click()")
         browser.wait_for("document.querySelectorAll('#episode-view .tok').length > 0")
         episode_s = time.perf_counter() - t0
         if shots is not None:
-            browser.evaluate("(() => { for (const [id, v] of [['pick-outcome', 'lost'], ['pick-order', 'largest']]) {"
-                             " const s = document.getElementById(id); s.value = v;"
-                             " s.dispatchEvent(new Event('change')); } })()")
+            browser.evaluate(
+                "(() => { for (const [id, v] of [['pick-outcome', 'lost'], ['pick-order', 'largest']]) {"
+                " const s = document.getElementById(id); s.value = v;"
+                " s.dispatchEvent(new Event('change')); } })()"
+            )
             browser.wait_for("!!document.querySelector('#episode-list div[data-episode]')")
             browser.evaluate("document.querySelector('#episode-list div[data-episode]').click()")
             browser.wait_for("document.querySelectorAll('#episode-view .tok').length > 0")
             browser.evaluate("document.querySelector('.teacher-prompt').open = true")
             browser.screenshot(shots / "report_episode.png")
         errors = list(browser.errors)
-    return {"updates": last, "episodes": sum(len(read_jsonl(p)) for p in update_files(run_dir).values()),
-            "size_mb": page.stat().st_size / 2**20, "write_s": write_s, "load_s": load_s,
-            "load_s_median": statistics.median(load_s), "open_last_update_episode_s": episode_s, "charts": charts,
-            "console_errors": errors}
+    return {
+        "updates": last,
+        "episodes": sum(len(read_jsonl(p)) for p in update_files(run_dir).values()),
+        "size_mb": page.stat().st_size / 2**20,
+        "write_s": write_s,
+        "load_s": load_s,
+        "load_s_median": statistics.median(load_s),
+        "open_last_update_episode_s": episode_s,
+        "charts": charts,
+        "console_errors": errors,
+    }
 
 
 def main() -> None:
@@ -102,18 +117,26 @@ def main() -> None:
     if shots is not None:
         shots.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
-        results = {"source": measure(source, tokenizer, args.loads, shots),  # writes RUN/report.html
-                   "long": measure(cycled_run(source, args.updates, Path(tmp) / "long"), tokenizer, args.loads, None)}
+        results = {
+            "source": measure(source, tokenizer, args.loads, shots),  # writes RUN/report.html
+            "long": measure(cycled_run(source, args.updates, Path(tmp) / "long"), tokenizer, args.loads, None),
+        }
     cpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    results["machine"] = {"cpu": next((line.split(":", 1)[1].strip() for line in cpu.splitlines()
-                                       if line.startswith("Model name")), platform.processor()),
-                          "flags": sorted({f for f in ("avx512_bf16", "amx_bf16") if f in cpu})}
+    results["machine"] = {
+        "cpu": next(
+            (line.split(":", 1)[1].strip() for line in cpu.splitlines() if line.startswith("Model name")),
+            platform.processor(),
+        ),
+        "flags": sorted({f for f in ("avx512_bf16", "amx_bf16") if f in cpu}),
+    }
     for name in ("source", "long"):
         r = results[name]
-        print(f"{name:>6}: {r['updates']} updates, {r['episodes']} episodes, {r['size_mb']:.2f} MB, written in "
-              f"{r['write_s']:.1f} s, loads in {r['load_s_median']:.2f} s (median of {len(r['load_s'])}), an "
-              f"episode of update {r['updates']} opens in {r['open_last_update_episode_s']:.2f} s, "
-              f"{len(r['console_errors'])} console errors")
+        print(
+            f"{name:>6}: {r['updates']} updates, {r['episodes']} episodes, {r['size_mb']:.2f} MB, written in "
+            f"{r['write_s']:.1f} s, loads in {r['load_s_median']:.2f} s (median of {len(r['load_s'])}), an "
+            f"episode of update {r['updates']} opens in {r['open_last_update_episode_s']:.2f} s, "
+            f"{len(r['console_errors'])} console errors"
+        )
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(results, indent=2))
     print(f"saved {args.out}")

@@ -9,6 +9,7 @@
 
 Prints a table, writes results/sampler.json.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,9 +22,9 @@ from pathlib import Path
 import torch
 
 import seed.models.backend as backend
+from provenance import provenance  # benchmarks/provenance.py (scripts run from this folder)
 from seed.models.backend import HFBackend, Sampling, sample_tokens
 from seed.models.load import load_model, load_tokenizer
-from provenance import provenance  # benchmarks/provenance.py (scripts run from this folder)
 
 
 def multinomial(logits: torch.Tensor, temperature: float, generator: torch.Generator) -> torch.Tensor:
@@ -75,21 +76,36 @@ def main() -> None:
     backend.sample_tokens = sample_tokens
     median = {name: statistics.median(r["seconds"] for r in rows) for name, rows in decode.items()}
     speedup = median["multinomial"] / median["inverse_cdf"]
-    print(f"decoding 16 rows x 32 tokens, median of {args.repeats}: multinomial {median['multinomial']:.2f}s, "
-          f"inverse CDF {median['inverse_cdf']:.2f}s ({speedup:.2f}x)")
+    print(
+        f"decoding 16 rows x 32 tokens, median of {args.repeats}: multinomial {median['multinomial']:.2f}s, "
+        f"inverse CDF {median['inverse_cdf']:.2f}s ({speedup:.2f}x)"
+    )
 
     target = torch.softmax(torch.tensor([2.0, 1.0, 0.5, 0.0, -1.0]), -1)
     dist = {}
     for temperature in (1.0, 0.5):
         expected = torch.softmax(target.log() / temperature, -1).tolist()
-        dist[str(temperature)] = {"expected": expected,
-                                  **{name: frequencies(fn, temperature) for name, fn in SAMPLERS.items()}}
+        dist[str(temperature)] = {
+            "expected": expected,
+            **{name: frequencies(fn, temperature) for name, fn in SAMPLERS.items()},
+        }
         worst = max(abs(f - e) for name in SAMPLERS for f, e in zip(dist[str(temperature)][name], expected))
         print(f"T = {temperature}: largest frequency error over 200,000 draws {worst:.4f}")
     out = Path(__file__).parent / "results" / "sampler.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({**provenance(), "op_ms": op, "decode": decode, "decode_median_s": median,
-                               "decode_speedup": speedup, "distribution": dist}, indent=2))
+    out.write_text(
+        json.dumps(
+            {
+                **provenance(),
+                "op_ms": op,
+                "decode": decode,
+                "decode_median_s": median,
+                "decode_speedup": speedup,
+                "distribution": dist,
+            },
+            indent=2,
+        )
+    )
     print(f"wrote {out}")
 
 

@@ -7,6 +7,7 @@ on its newest checkpoint. Each probe is a separate `seed` process, as a user run
 
     cd benchmarks && python teacher_signal.py --shares 0.0 0.5 --runs ../runs/default
 """
+
 from __future__ import annotations
 
 import argparse
@@ -18,8 +19,15 @@ from pathlib import Path
 
 from provenance import ROOT, provenance  # benchmarks/provenance.py (scripts run from this folder)
 
-METRICS = ("expert_delta_mean", "expert_delta_se", "sampled_delta_mean", "sampled_delta_se", "prefers_expert_share",
-           "prefers_expert_se", "n")
+METRICS = (
+    "expert_delta_mean",
+    "expert_delta_se",
+    "sampled_delta_mean",
+    "sampled_delta_se",
+    "prefers_expert_share",
+    "prefers_expert_se",
+    "n",
+)
 
 
 def seed(*args: str) -> float:
@@ -54,21 +62,31 @@ def main() -> None:
     for share in args.shares:
         run = work / f"skill_share_{share:g}"
         start_s = seed("start", "default", f"warmup.skill_share={share}", f"run_dir={run}")
-        probes[f"start, skill_share={share:g}"] = {**probe(str(run), work / f"probe_{share:g}.json"),
-                                                   "start_stages_s": start_s}
+        probes[f"start, skill_share={share:g}"] = {
+            **probe(str(run), work / f"probe_{share:g}.json"),
+            "start_stages_s": start_s,
+        }
     for run in map(Path, args.runs):
         run = run.resolve()
-        probes[f"{run.name}: start point"] = probe(str(run), work / f"probe_{run.name}_start.json",
-                                                   "--checkpoint", str(run / "reference.pt"))
+        probes[f"{run.name}: start point"] = probe(
+            str(run), work / f"probe_{run.name}_start.json", "--checkpoint", str(run / "reference.pt")
+        )
         probes[f"{run.name}: trained"] = probe(str(run), work / f"probe_{run.name}_trained.json")
     print("\nexpert-action shift (nats, ± se) per context:")
     for name, result in probes.items():
         print(row(name, result))
-    summary = {name: {"weights": r.get("weights"), "wall_s": r["wall_s"], "time_s": r["time_s"], "panel": r["panel"],
-                      "scoring": r.get("scoring"), "examples": r.get("examples"),
-                      "contexts": {c: {k: v[k] for k in (*METRICS, "by_source") if k in v}
-                                   for c, v in r["contexts"].items()}}
-               for name, r in probes.items()}
+    summary = {
+        name: {
+            "weights": r.get("weights"),
+            "wall_s": r["wall_s"],
+            "time_s": r["time_s"],
+            "panel": r["panel"],
+            "scoring": r.get("scoring"),
+            "examples": r.get("examples"),
+            "contexts": {c: {k: v[k] for k in (*METRICS, "by_source") if k in v} for c, v in r["contexts"].items()},
+        }
+        for name, r in probes.items()
+    }
     out = Path(__file__).parent / args.out
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({**provenance(), "probes": summary}, indent=2))

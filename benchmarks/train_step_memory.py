@@ -11,6 +11,7 @@ is), on micro-batches of the shapes those phases train on, with activation check
 
     cd benchmarks && python train_step_memory.py [--steps 3] [--out results/train_step_memory.json]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -46,8 +47,9 @@ def child(shape: str, steps: int, precision: str, autocast_cache: bool = True) -
     backend = HFBackend(model, tokenizer, precision=precision)
     enable_activation_checkpointing(model)
     if not autocast_cache and backend.amp_dtype is not None:
-        backend.autocast = lambda: torch.autocast(device_type="cpu", dtype=backend.amp_dtype,
-                                                  cache_enabled=not torch.is_grad_enabled())
+        backend.autocast = lambda: torch.autocast(
+            device_type="cpu", dtype=backend.amp_dtype, cache_enabled=not torch.is_grad_enabled()
+        )
     optimizer = adamw(model, lr=1e-6, weight_decay=0.0)
     params = [p for p in model.parameters() if p.requires_grad]
     rows, prompt_len, shared_len, response_len = SHAPES[shape]
@@ -75,8 +77,13 @@ def child(shape: str, steps: int, precision: str, autocast_cache: bool = True) -
         guarded_step(optimizer, params, 1.0, float(loss))
         seconds.append(time.perf_counter() - t0)
         peaks.append(_high_water_mb())
-    return {"start_mb": start_mb, "peak_mb": peaks, "peak_above_start_mb": [p - start_mb for p in peaks],
-            "seconds": seconds, "autocast_dtype": str(backend.amp_dtype)}
+    return {
+        "start_mb": start_mb,
+        "peak_mb": peaks,
+        "peak_above_start_mb": [p - start_mb for p in peaks],
+        "seconds": seconds,
+        "autocast_dtype": str(backend.amp_dtype),
+    }
 
 
 def main() -> None:
@@ -96,18 +103,40 @@ def main() -> None:
     results: dict = {}
     for shape in SHAPES:
         for setting in SETTINGS:
-            cmd = [sys.executable, __file__, "--steps", str(args.steps), "--precision", args.precision,
-                   "--child", shape, setting]
+            cmd = [
+                sys.executable,
+                __file__,
+                "--steps",
+                str(args.steps),
+                "--precision",
+                args.precision,
+                "--child",
+                shape,
+                setting,
+            ]
             done = subprocess.run(cmd, check=True, capture_output=True, text=True)
             results.setdefault(shape, {})[setting] = row = json.loads(done.stdout.strip().splitlines()[-1])
-            print(f"{shape:<7} {setting:<20} start {row['start_mb']:>6.0f} MB  peak {max(row['peak_mb']):>6.0f} MB "
-                  f"(+{max(row['peak_above_start_mb']):.0f})  step {min(row['seconds']):.1f}-"
-                  f"{max(row['seconds']):.1f} s  ({row['autocast_dtype']})", flush=True)
+            print(
+                f"{shape:<7} {setting:<20} start {row['start_mb']:>6.0f} MB  peak {max(row['peak_mb']):>6.0f} MB "
+                f"(+{max(row['peak_above_start_mb']):.0f})  step {min(row['seconds']):.1f}-"
+                f"{max(row['seconds']):.1f} s  ({row['autocast_dtype']})",
+                flush=True,
+            )
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"shapes": SHAPES, "settings": SETTINGS, "steps": args.steps,
-                               "precision": args.precision, "results": results, "provenance": provenance()},
-                              indent=2))
+    out.write_text(
+        json.dumps(
+            {
+                "shapes": SHAPES,
+                "settings": SETTINGS,
+                "steps": args.steps,
+                "precision": args.precision,
+                "results": results,
+                "provenance": provenance(),
+            },
+            indent=2,
+        )
+    )
     print(f"wrote {out}")
 
 

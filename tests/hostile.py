@@ -1,5 +1,6 @@
 """Hostile parts shared by the robustness tests and benchmarks/probes.py: an env whose calls fail on purpose, and a
 pickle that runs code when loaded. Only the env protocol is imported, so any version of seed can be probed."""
+
 from __future__ import annotations
 
 import pickle

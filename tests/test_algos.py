@@ -1,25 +1,43 @@
 """Advantages and losses against numbers computed by hand."""
+
 import math
 
 import pytest
 import torch
 
-from seed.algos import (ADVANTAGES, AdvantageParams, StepScores, discounted_returns, entropy_from_logits,
-                        gigpo_advantages, group_normalise, grpo_advantages, kl_k3, ppo_clip_loss)
-from seed.types import Episode, StepSample, StepState
+from seed.algos import (
+    ADVANTAGES,
+    AdvantageParams,
+    StepScores,
+    discounted_returns,
+    entropy_from_logits,
+    gigpo_advantages,
+    group_normalise,
+    grpo_advantages,
+    kl_k3,
+    ppo_clip_loss,
+)
 from seed.train.rl import step_scores
+from seed.types import Episode, StepSample, StepState
 
 
 def _episode(gid, n_steps, won, invalid_at=()):
-    steps = [StepSample(StepState("sokoban", "t", f"obs {i}", []), [1], [2], [0.0], "", "up", i not in invalid_at,
-                        0.0) for i in range(n_steps)]
-    return Episode(f"e{gid}-{n_steps}-{won}", 0, 0, "t", "sokoban", steps=steps, won=won,
-                   score=10.0 * won - 0.1 * len(invalid_at))
+    steps = [
+        StepSample(StepState("sokoban", "t", f"obs {i}", []), [1], [2], [0.0], "", "up", i not in invalid_at, 0.0)
+        for i in range(n_steps)
+    ]
+    return Episode(
+        f"e{gid}-{n_steps}-{won}", 0, 0, "t", "sokoban", steps=steps, won=won, score=10.0 * won - 0.1 * len(invalid_at)
+    )
 
 
 # the issue's group of four: won in 3 steps with 1 invalid, won in 10, lost after 30 with 5 invalid, lost after 30
-FOUR = [_episode(0, 3, True, invalid_at=(1,)), _episode(1, 10, True), _episode(2, 30, False, invalid_at=range(5)),
-        _episode(3, 30, False)]
+FOUR = [
+    _episode(0, 3, True, invalid_at=(1,)),
+    _episode(1, 10, True),
+    _episode(2, 30, False, invalid_at=range(5)),
+    _episode(3, 30, False),
+]
 
 
 def test_grpo_over_steps_by_hand():
@@ -73,8 +91,14 @@ def test_discounted_returns():
 
 def test_gigpo_step_term_by_hand():
     # two episodes in one group; both start in observation "A"; episode 0 wins at its 2nd step
-    x = StepScores(episode=[0, 0, 1, 1], group=[0, 0, 0, 0], step_score=[10.0, 10.0, 0.0, 0.0],
-                   episode_score=[10.0, 0.0], step_reward=[0.0, 10.0, 0.0, 0.0], anchor=["A", "B", "A", "C"])
+    x = StepScores(
+        episode=[0, 0, 1, 1],
+        group=[0, 0, 0, 0],
+        step_score=[10.0, 10.0, 0.0, 0.0],
+        episode_score=[10.0, 0.0],
+        step_reward=[0.0, 10.0, 0.0, 0.0],
+        anchor=["A", "B", "A", "C"],
+    )
     adv = gigpo_advantages(x, AdvantageParams(over="episodes", step_weight=1.0, gamma=0.5, eps=0.0))
     ep = (10 - 5) / math.sqrt(50)  # episode term: +0.7071 for episode 0, -0.7071 for episode 1
     # anchor "A": returns 5 (= 0.5*10) and 0 -> +0.7071 / -0.7071; "B" and "C" are singletons -> 0

@@ -1,15 +1,27 @@
 """Analysis prompt and robust JSON parsing."""
+
 import json
 
 import pytest
 
-from seed.types import Episode, StepSample, StepState
 from seed.skills import analysis_prompt, parse_analysis
+from seed.types import Episode, StepSample, StepState
 
 
 def _episode(n_steps, won):
-    steps = [StepSample(StepState("sokoban", "push the box", f"obs {i}", ["up"]), [1], [2], [-0.1],
-                        f"<think>t{i}</think><action>up</action>", "up", i % 2 == 0, 0.0) for i in range(n_steps)]
+    steps = [
+        StepSample(
+            StepState("sokoban", "push the box", f"obs {i}", ["up"]),
+            [1],
+            [2],
+            [-0.1],
+            f"<think>t{i}</think><action>up</action>",
+            "up",
+            i % 2 == 0,
+            0.0,
+        )
+        for i in range(n_steps)
+    ]
     return Episode("e", 0, 0, "push the box", "sokoban", steps=steps, won=won)
 
 
@@ -39,25 +51,31 @@ def test_a_prompt_over_its_token_budget_leaves_out_the_earliest_steps_and_counts
     assert "episode_success: failure" in text
 
 
-@pytest.mark.parametrize("raw", [
-    '{"episode_summary": "s", "episode_skill": "Push the box left before moving up."}',
-    'Sure!\n```json\n{"episode_summary": "s", "episode_skill": "Push the box left before moving up."}\n```\nDone.',
-    'Analysis: {"episode_summary": "s", "episode_skill": "Push the box left before moving up."} trailing {',
-    '{"episode_summary": "s", "episode_skill": "Push the box left\nbefore moving up."}',  # literal newline
-    "{'episode_summary': 's', 'episode_skill': 'Push the box left before moving up.'}",  # a Python dict
-    '{"episode_summary": "s", "episode_skill": "Push the box left before moving up.",}',  # trailing comma
-    '{"note": "first"} then {"episode_summary": "s", "episode_skill": "Push the box left before moving up."}',
-])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        '{"episode_summary": "s", "episode_skill": "Push the box left before moving up."}',
+        'Sure!\n```json\n{"episode_summary": "s", "episode_skill": "Push the box left before moving up."}\n```\nDone.',
+        'Analysis: {"episode_summary": "s", "episode_skill": "Push the box left before moving up."} trailing {',
+        '{"episode_summary": "s", "episode_skill": "Push the box left\nbefore moving up."}',  # literal newline
+        "{'episode_summary': 's', 'episode_skill': 'Push the box left before moving up.'}",  # a Python dict
+        '{"episode_summary": "s", "episode_skill": "Push the box left before moving up.",}',  # trailing comma
+        '{"note": "first"} then {"episode_summary": "s", "episode_skill": "Push the box left before moving up."}',
+    ],
+)
 def test_parse_keeps_what_the_official_reader_keeps(raw):
     a = parse_analysis(raw)
     assert a.parsed and a.skill == "Push the box left before moving up."
 
 
-@pytest.mark.parametrize("raw,error", [
-    ("no json here", "no JSON object"),
-    ('{"episode_summary": "s"}', "missing"),
-    ('{"episode_summary": "s", "episode_skill": "   "}', "missing"),
-])
+@pytest.mark.parametrize(
+    "raw,error",
+    [
+        ("no json here", "no JSON object"),
+        ('{"episode_summary": "s"}', "missing"),
+        ('{"episode_summary": "s", "episode_skill": "   "}', "missing"),
+    ],
+)
 def test_parse_rejects_unusable_output(raw, error):
     a = parse_analysis(raw)
     assert a.skill is None and error in a.error
@@ -77,9 +95,11 @@ def test_step_skills_are_asked_for_only_when_enabled():
 
 
 def test_step_skills_keep_steps_of_the_episode_only_up_to_the_limit():
-    raw = ('{"episode_summary": "s", "episode_skill": "Push the box left before moving up.", "step_skills": '
-           '{"0": "Move left toward the box.", "Step 1": "Push the box down now.", "9": "Out of range step.", '
-           '"x": "Not a step number.", "2": "too short"}}')
+    raw = (
+        '{"episode_summary": "s", "episode_skill": "Push the box left before moving up.", "step_skills": '
+        '{"0": "Move left toward the box.", "Step 1": "Push the box down now.", "9": "Out of range step.", '
+        '"x": "Not a step number.", "2": "too short"}}'
+    )
     assert parse_analysis(raw).step_skills == {}  # off unless asked for
     a = parse_analysis(raw, max_step_skills=4, num_steps=3)
     assert a.step_skills == {0: "Move left toward the box.", 1: "Push the box down now."}
@@ -87,15 +107,17 @@ def test_step_skills_keep_steps_of_the_episode_only_up_to_the_limit():
 
 
 def test_policy_analyzer_decodes_each_distinct_prompt_once(tokenizer):
-    from seed.models import HFBackend, load_model
     from seed.agent import prompt_ids
+    from seed.models import HFBackend, load_model
     from seed.skills.sources import PolicyAnalyzer
 
     backend = HFBackend(load_model("tiny-random", tokenizer), tokenizer, precision="fp32", seed=0)
     decoded = []
     generate = backend.generate
-    backend.generate = lambda prompts, sampling, batch_size=64: (decoded.extend(prompts),
-                                                                 generate(prompts, sampling, batch_size))[1]
+    backend.generate = lambda prompts, sampling, batch_size=64: (
+        decoded.extend(prompts),
+        generate(prompts, sampling, batch_size),
+    )[1]
     analyzer = PolicyAnalyzer(backend, tokenizer, max_new_tokens=6, batch_size=8)
     episodes = [_episode(2, won=True), _episode(3, won=False), _episode(2, won=True)]
     results = analyzer.analyse(episodes)
@@ -130,5 +152,7 @@ def test_a_skill_complete_before_the_token_limit_cut_the_object_is_kept():
     assert parse_analysis(cut + ' "step_skills": {"0": "go up').skill == skill
     assert parse_analysis('{"episode_skill": "What works: when \'The box').skill is None
     assert parse_analysis('{"episode_skill": "' + skill + '", "episode_summary": ' + "7" * 5000 + "}").skill is None
-    assert parse_analysis('prose, then {"episode_summary": "x", "episode_skill": "Esc\\"aped rule here."').skill \
+    assert (
+        parse_analysis('prose, then {"episode_summary": "x", "episode_skill": "Esc\\"aped rule here."').skill
         == 'Esc"aped rule here.'
+    )

@@ -1,4 +1,5 @@
 """Generation and scoring backend on a tiny model: log-probs agree, compaction is exact, the bf16 copy syncs."""
+
 import torch
 
 from seed.models import HFBackend, Sampling, load_model, prompt_sharing_batches, token_budget_batches
@@ -29,8 +30,9 @@ def test_prefill_gives_the_models_last_logits_from_a_contiguous_head_input(token
     hook = b.model.get_output_embeddings().register_forward_pre_hook(lambda m, args: seen.append(args[0]))
     cache, logits = b._prefill(b.model, prompts)
     hook.remove()
-    assert seen and all(x.is_contiguous() and x.shape[0] == len(prompts) and x.numel() == len(prompts) * x.shape[-1]
-                        for x in seen)
+    assert seen and all(
+        x.is_contiguous() and x.shape[0] == len(prompts) and x.numel() == len(prompts) * x.shape[-1] for x in seen
+    )
     assert cache.get_seq_length() == max(len(p) for p in prompts)
     for p, row in zip(prompts, logits):
         alone = b.model(input_ids=torch.tensor([p])).logits[0, -1]
@@ -120,7 +122,7 @@ def _full_forward_logps(model, prompts, responses):
     out = []
     for p, r in zip(prompts, responses):
         logits = model(input_ids=torch.tensor([p + r])).logits[0].float()
-        lp = torch.log_softmax(logits[len(p) - 1:len(p) + len(r) - 1], dim=-1)
+        lp = torch.log_softmax(logits[len(p) - 1 : len(p) + len(r) - 1], dim=-1)
         out.append(lp.gather(-1, torch.tensor(r)[:, None]).squeeze(-1))
     return out
 
@@ -133,7 +135,7 @@ def _assert_equals_full_forwards(b, prompts, responses, logp, mask):
     reference = _full_forward_logps(b.model, prompts, responses)
     sum(r.sum() for r in reference).backward()
     for row, (r, ref) in enumerate(zip(responses, reference)):
-        assert torch.allclose(logp[row, :len(r)], ref, atol=1e-5)
+        assert torch.allclose(logp[row, : len(r)], ref, atol=1e-5)
     for fast, p in zip(fast_grads, b.model.parameters()):
         assert torch.allclose(fast, p.grad, atol=1e-5, rtol=1e-4)
 
@@ -141,10 +143,20 @@ def _assert_equals_full_forwards(b, prompts, responses, logp, mask):
 def test_shared_prompt_forward_equals_full_forwards_in_value_and_gradient(tokenizer):
     b = _backend(tokenizer)
     head = tokenizer.encode("system: you push boxes. user: step")
-    prompts = [head + tokenizer.encode(" one, box left"), head + tokenizer.encode(" two, box up and left again"),
-               head + tokenizer.encode(" one, box left"), head + tokenizer.encode(" three"), head[:3]]
-    responses = [tokenizer.encode(" <action>left</action>"), tokenizer.encode(" up"),
-                 tokenizer.encode(" <think>go</think> down"), [], tokenizer.encode(" right now")]
+    prompts = [
+        head + tokenizer.encode(" one, box left"),
+        head + tokenizer.encode(" two, box up and left again"),
+        head + tokenizer.encode(" one, box left"),
+        head + tokenizer.encode(" three"),
+        head[:3],
+    ]
+    responses = [
+        tokenizer.encode(" <action>left</action>"),
+        tokenizer.encode(" up"),
+        tokenizer.encode(" <think>go</think> down"),
+        [],
+        tokenizer.encode(" right now"),
+    ]
     logp, mask, ent = b.forward_logps(prompts, responses, with_entropy=True)
     _assert_equals_full_forwards(b, prompts, responses, logp, mask)
     for row, r in enumerate(responses):
@@ -161,14 +173,22 @@ def test_prompts_sharing_a_longer_prefix_in_groups_score_as_full_forwards(tokeni
     head = tokenizer.encode("system: you push boxes.")
     skill = tokenizer.encode(" skill: push the box down first, then walk around it and push it left twice")
     assert len(skill) >= 16  # long enough to form a group stage
-    prompts = [head + skill + tokenizer.encode(" step one"), head + skill + tokenizer.encode(" step two, box up"),
-               head + tokenizer.encode(" no skill here"), head + skill[:-3] + tokenizer.encode(" other")]
+    prompts = [
+        head + skill + tokenizer.encode(" step one"),
+        head + skill + tokenizer.encode(" step two, box up"),
+        head + tokenizer.encode(" no skill here"),
+        head + skill[:-3] + tokenizer.encode(" other"),
+    ]
     stages = prefix_stages(prompts, len(head))
     # the shared head; one row per group (the two full-skill prompts) and per loner (14 shared tokens < 16); tails
     assert [len(segments) for segments, _ in stages] == [1, 3, 4]
     assert sorted(len(segment) for segment in stages[1][0]) == [0, 0, 18]
-    responses = [tokenizer.encode(" <action>left</action>"), tokenizer.encode(" up up"), tokenizer.encode(" down"),
-                 tokenizer.encode(" right")]
+    responses = [
+        tokenizer.encode(" <action>left</action>"),
+        tokenizer.encode(" up up"),
+        tokenizer.encode(" down"),
+        tokenizer.encode(" right"),
+    ]
     logp, mask, _ = b.forward_logps(prompts, responses)
     _assert_equals_full_forwards(b, prompts, responses, logp, mask)
 
@@ -207,8 +227,9 @@ def test_repeated_prompts_and_their_common_prefix_prefill_once_and_decode_as_alo
     prompts = [head + tokenizer.encode(" " + " ".join(["wall"] * n)) for n in (2, 30, 2, 9, 31)]  # rows 0, 2 repeat
     prefilled = []
     prefill = b._prefill
-    b._prefill = lambda model, ps, prefix=None: (prefilled.append(sum(len(p) for p in ps)),
-                                                 prefill(model, ps, prefix))[1]
+    b._prefill = lambda model, ps, prefix=None: (prefilled.append(sum(len(p) for p in ps)), prefill(model, ps, prefix))[
+        1
+    ]
     greedy = Sampling(greedy=True, max_new_tokens=8, stop=("zzzz",))
     together = b.generate(prompts, greedy)
     shared = len(head) + 1  # " wall" is common too
@@ -230,7 +251,7 @@ def test_sampled_tokens_follow_the_tempered_softmax():
     probs = torch.tensor([0.5, 0.3, 0.2, 0.0])
     logits = probs.log().expand(40_000, 4)  # the zero-probability token has logit -inf
     g = torch.Generator().manual_seed(0)
-    for temperature, expected in ((1.0, probs), (0.5, probs ** 2 / (probs ** 2).sum())):
+    for temperature, expected in ((1.0, probs), (0.5, probs**2 / (probs**2).sum())):
         drawn = sample_tokens(logits, temperature, g)
         freq = torch.bincount(drawn, minlength=4).double() / len(drawn)
         assert torch.allclose(freq, expected.double(), atol=0.01), (temperature, freq)

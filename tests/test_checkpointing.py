@@ -1,5 +1,6 @@
 """Activation checkpointing through the shared-prefix K/V path: the same log-probs and the same gradients as the
 plain forward, each decoder layer really recomputed in backward, and no effect on no-grad scoring."""
+
 import copy
 
 import pytest
@@ -21,8 +22,12 @@ def _grads(backend: HFBackend, prompts, responses):
 def batch():
     shared = list(range(40, 70))  # the chat prefix every prompt shares
     group = list(range(200, 212))  # a longer prefix two prompts share (an episode's skill block)
-    prompts = [shared + group + [300, 301, 302], shared + group + [310, 311], shared + [320, 321, 322, 323],
-               shared + [330]]
+    prompts = [
+        shared + group + [300, 301, 302],
+        shared + group + [310, 311],
+        shared + [320, 321, 322, 323],
+        shared + [330],
+    ]
     responses = [[5, 6, 7], [8, 9], [10], [11, 12, 13, 14]]
     return prompts, responses
 

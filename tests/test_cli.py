@@ -1,4 +1,5 @@
 """The `seed` command: listing, playing with exactly the agent's prompt, clear config errors."""
+
 import json
 import subprocess
 import sys
@@ -25,9 +26,13 @@ def test_play_shows_the_agent_prompt_and_solves_with_the_expert():
     env = make("sokoban", split="train")
     env.reset(0)
     plan = env.expert_plan()
-    proc = subprocess.run([sys.executable, "-m", "seed.cli", "play", "sokoban", "--seed", "0"],
-                          input="jump\n<action>up\n" + "\n".join(plan) + "\n", capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "seed.cli", "play", "sokoban", "--seed", "0"],
+        input="jump\n<action>up\n" + "\n".join(plan) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "Your task is to: push the box onto the target" in proc.stdout
     assert "<think> </think>" in proc.stdout  # the same instruction block the agent gets
@@ -49,8 +54,13 @@ def test_play_with_a_config_uses_its_rooms_and_history():
     env = make("sokoban", split="train", **cfg.env.kwargs)
     env.reset(0)
     plan = env.expert_plan()
-    proc = subprocess.run([sys.executable, "-m", "seed.cli", "play", "sokoban", "--seed", "0", "--config", "default"],
-                          input="jump\n" + "\n".join(plan) + "\n", capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "seed.cli", "play", "sokoban", "--seed", "0", "--config", "default"],
+        input="jump\n" + "\n".join(plan) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "*** task solved ***" in proc.stdout
     assert "Prior to this step" not in proc.stdout  # the default config shows no history

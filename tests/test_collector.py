@@ -19,9 +19,11 @@ class ScriptedBackend:
         return [Generation(ids, [-0.5] * len(ids), text, True) for _ in prompts]
 
 
-RESPONSES = ["<think>no</think><action>dance</action>",  # well-formed, inadmissible
-             "<action>up</action>",  # no think pair
-             "<think>ok</think><action>up</action>"]
+RESPONSES = [
+    "<think>no</think><action>dance</action>",  # well-formed, inadmissible
+    "<action>up</action>",  # no think pair
+    "<think>ok</think><action>up</action>",
+]
 
 
 def _collect(tokenizer, validity, max_prompt_tokens=2048):

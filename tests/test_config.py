@@ -1,4 +1,5 @@
 """Config files: a file may extend another through `base`; errors name the key."""
+
 import pytest
 
 from seed.config import ConfigError, load_config

@@ -4,6 +4,7 @@ CASES is the probe table (also run against other trees by benchmarks/probes.py):
 (name -> text or bytes), the command's arguments after `seed train` ({tmp} is the case's folder), and a
 fragment the message must contain.
 """
+
 import pytest
 import torch
 
@@ -36,8 +37,12 @@ CASES = [
     ("string given a number", {}, ["tiny", _RUN, "model.name=123"], "model.name"),
     ("mapping given a number", {}, ["tiny", _RUN, "env.kwargs=5"], "env.kwargs"),
     ("list given a string", {}, ["tiny", _RUN, "eval.splits=valid_seen"], "eval.splits"),
-    ("task_types given a number", {}, ["tiny", _RUN, "env.name=alfworld", "env.kwargs.task_types=5"],
-     "env.kwargs.task_types"),
+    (
+        "task_types given a number",
+        {},
+        ["tiny", _RUN, "env.name=alfworld", "env.kwargs.task_types=5"],
+        "env.kwargs.task_types",
+    ),
     ("choice not allowed", {}, ["tiny", _RUN, "algo.norm=median"], "mean_std, mean"),
     ("precision not allowed", {}, ["tiny", _RUN, "model.precision=fp8"], "model.precision"),
     ("distill kind not allowed", {}, ["tiny", _RUN, "distill.kind=bogus"], "distill.kind"),
@@ -70,26 +75,48 @@ CASES = [
     ("lora unknown key", {}, ["tiny", _RUN, "model.lora={rank: 4}"], "model.lora"),
     ("env kwarg unknown", {}, ["tiny", _RUN, "env.kwargs.bogus=1"], "env.kwargs"),
     ("env unknown", {}, ["tiny", _RUN, "env.name=chess"], "env.name"),
-    ("task type unknown", {}, ["tiny", _RUN, "env.name=alfworld", "env.kwargs.task_types=[fly]"],
-     "env.kwargs.task_types"),
+    (
+        "task type unknown",
+        {},
+        ["tiny", _RUN, "env.name=alfworld", "env.kwargs.task_types=[fly]"],
+        "env.kwargs.task_types",
+    ),
     ("eval splits empty", {}, ["tiny", _RUN, "eval.splits=[]"], "eval.splits"),
     ("eval split unknown", {}, ["tiny", _RUN, "eval.splits=[test]"], "eval.splits"),
-    ("library path missing", {}, ["tiny", _RUN, "distill.kind=seed", "distill.skill_source=library",
-                                  "distill.library_path={tmp}/nope.yaml"], "distill.library_path"),
-    ("library file not a mapping", {"lib.yaml": "- a\n- b\n"}, ["tiny", _RUN, "distill.kind=seed",
-                                                               "distill.skill_source=library",
-                                                               "distill.library_path={tmp}/lib.yaml"],
-     "distill.library_path"),
-    ("library path not given", {}, ["tiny", _RUN, "distill.kind=seed", "distill.skill_source=library"],
-     "distill.library_path"),
+    (
+        "library path missing",
+        {},
+        ["tiny", _RUN, "distill.kind=seed", "distill.skill_source=library", "distill.library_path={tmp}/nope.yaml"],
+        "distill.library_path",
+    ),
+    (
+        "library file not a mapping",
+        {"lib.yaml": "- a\n- b\n"},
+        ["tiny", _RUN, "distill.kind=seed", "distill.skill_source=library", "distill.library_path={tmp}/lib.yaml"],
+        "distill.library_path",
+    ),
+    (
+        "library path not given",
+        {},
+        ["tiny", _RUN, "distill.kind=seed", "distill.skill_source=library"],
+        "distill.library_path",
+    ),
     ("openai teacher without base_url", {}, ["tiny", _RUN, "label.teacher=openai"], "label.openai.base_url"),
-    ("openai base_url without scheme", {}, ["tiny", _RUN, "label.teacher=openai", "label.openai.model=m",
-                                            "label.openai.base_url=localhost:8000"], "label.openai.base_url"),
+    (
+        "openai base_url without scheme",
+        {},
+        ["tiny", _RUN, "label.teacher=openai", "label.openai.model=m", "label.openai.base_url=localhost:8000"],
+        "label.openai.base_url",
+    ),
     ("api key file missing", {}, ["tiny", _RUN, "label.openai.api_key_file={tmp}/key"], "label.openai.api_key_file"),
     ("vllm on cpu", {}, ["tiny", _RUN, "generation.backend=vllm"], "generation.backend"),
     ("lora with FSDP ranks", {}, ["tiny", _RUN, "dist.train_processes=2", "model.lora={r: 4}"], "model.lora"),
-    ("ema teacher with FSDP ranks", {}, ["tiny", _RUN, "dist.train_processes=2", "distill.teacher_weights=ema"],
-     "distill.teacher_weights"),
+    (
+        "ema teacher with FSDP ranks",
+        {},
+        ["tiny", _RUN, "dist.train_processes=2", "distill.teacher_weights=ema"],
+        "distill.teacher_weights",
+    ),
 ]
 if not torch.cuda.is_available():
     CASES.append(("cuda without a GPU", {}, ["tiny", _RUN, "model.device=cuda"], "model.device"))

@@ -1,4 +1,5 @@
 """Env workers in Ray actors: the same episodes as in-process envs, and a lost worker loses only its episodes."""
+
 import functools
 import sys
 import time
@@ -42,8 +43,17 @@ def _collect(pool, backend, seed=0):
 
 
 def _summary(episodes):
-    return [(e.episode_id, e.task, e.won, e.score, e.error, [(s.action, s.valid, s.reward, s.state.observation)
-                                                              for s in e.steps]) for e in episodes]
+    return [
+        (
+            e.episode_id,
+            e.task,
+            e.won,
+            e.score,
+            e.error,
+            [(s.action, s.valid, s.reward, s.state.observation) for s in e.steps],
+        )
+        for e in episodes
+    ]
 
 
 def test_ray_env_workers_produce_the_same_episodes_as_in_process_envs(local_ray, backend):
@@ -74,8 +84,9 @@ def test_killing_an_env_worker_mid_rollout_loses_only_its_episodes(local_ray, ba
 
     pool = RayEnvPool(SOKOBAN, workers=2)
     collector = Collector(SOKOBAN, "sokoban", backend.tokenizer, SETTINGS, pool=pool)
-    episodes = collector.collect(KillWorkerAfter(backend, pool, turns=2), [11, 12], 2,
-                                 Sampling(temperature=1.0, max_new_tokens=12))
+    episodes = collector.collect(
+        KillWorkerAfter(backend, pool, turns=2), [11, 12], 2, Sampling(temperature=1.0, max_new_tokens=12)
+    )
     lost = [slot for slot, e in enumerate(episodes) if e.error]
     assert lost == [0, 2]  # slots 0 and 2 live on worker 0
     assert all("env worker 0 lost" in episodes[s].error and len(episodes[s].steps) == 1 for s in lost)
@@ -125,8 +136,18 @@ def test_a_run_with_env_and_generation_workers_trains_and_evaluates(local_ray, t
     from seed.train.metrics import read_metrics
     from seed.train.pipeline import eval_stage, train_stage
 
-    cfg = load_config("tiny", [f"run_dir={tmp_path}", "env.workers=2", "generation.workers=1", "train.updates=1",
-                               "distill.kind=seed", "distill.skill_source=policy", "distill.analyzer_max_new_tokens=8"])
+    cfg = load_config(
+        "tiny",
+        [
+            f"run_dir={tmp_path}",
+            "env.workers=2",
+            "generation.workers=1",
+            "train.updates=1",
+            "distill.kind=seed",
+            "distill.skill_source=policy",
+            "distill.analyzer_max_new_tokens=8",
+        ],
+    )
     comps = build_components(cfg)
     assert train_stage(comps) == 1
     row = [r for r in read_metrics(tmp_path) if r["update"] == 1][0]

@@ -1,5 +1,6 @@
 """FSDP2 data-parallel update on 2 gloo processes == the single-process update on the same batch; the sharded
 checkpoint resumes into one process."""
+
 import pickle
 
 import pytest
@@ -10,14 +11,22 @@ from seed.train.components import build_components
 from seed.train.rl import compute_advantages, make_optimizer, policy_update, task_seeds_for_update
 
 LR = 1e-5
-OVERRIDES = ["algo.mini_batch_size=3", "algo.token_budget=600", f"algo.lr={LR}", "algo.kl_coef=0.01",
-             "algo.entropy_coef=0.001", "rollout.tasks_per_update=3", "rollout.group_size=2"]
+OVERRIDES = [
+    "algo.mini_batch_size=3",
+    "algo.token_budget=600",
+    f"algo.lr={LR}",
+    "algo.kl_coef=0.01",
+    "algo.entropy_coef=0.001",
+    "rollout.tasks_per_update=3",
+    "rollout.group_size=2",
+]
 
 
 def _batch(cfg, comps):
     collector = comps.collector("train")
-    episodes = collector.collect(comps.policy, task_seeds_for_update(cfg, 0), cfg.rollout.group_size,
-                                 comps.rollout_sampling())
+    episodes = collector.collect(
+        comps.policy, task_seeds_for_update(cfg, 0), cfg.rollout.group_size, comps.rollout_sampling()
+    )
     return compute_advantages(episodes, cfg)
 
 
@@ -49,8 +58,15 @@ def test_fsdp_update_on_two_processes_matches_one_process(tmp_path):
     stats = policy_update(comps, make_optimizer(comps.policy.model, cfg), batch)
     single = comps.policy.model.state_dict()
 
-    launch(_rank, 2, str(tmp_path / "dp"), str(tmp_path / "batch.pkl"), str(tmp_path / "dp.pt"),
-           str(tmp_path / "ckpt"), port=29517)
+    launch(
+        _rank,
+        2,
+        str(tmp_path / "dp"),
+        str(tmp_path / "batch.pkl"),
+        str(tmp_path / "dp.pt"),
+        str(tmp_path / "ckpt"),
+        port=29517,
+    )
     dp = torch.load(tmp_path / "dp.pt", weights_only=False)
 
     for key in ("train/loss", "train/pg_loss", "train/kl", "train/entropy", "train/grad_norm"):
@@ -61,8 +77,10 @@ def test_fsdp_update_on_two_processes_matches_one_process(tmp_path):
     assert diff <= 2 * LR  # Adam's first step is ~lr * sign(g): a sign flip of a ~0 gradient moves one weight 2*lr
     resumed = load_sharded_into_one_process(tmp_path / "ckpt")["model"]
     assert all(torch.equal(resumed[k], dp["weights"][k]) for k in single)
-    print(f"largest weight difference {diff:.2e} (update moved weights up to {moved:.2e}); "
-          f"loss {dp['stats']['train/loss']:.6f} vs {stats['train/loss']:.6f}")
+    print(
+        f"largest weight difference {diff:.2e} (update moved weights up to {moved:.2e}); "
+        f"loss {dp['stats']['train/loss']:.6f} vs {stats['train/loss']:.6f}"
+    )
 
 
 def test_a_run_trains_in_two_fsdp_processes_and_resumes_in_one(tmp_path):
@@ -71,8 +89,16 @@ def test_a_run_trains_in_two_fsdp_processes_and_resumes_in_one(tmp_path):
     from seed.train.pipeline import train_stage
 
     run = tmp_path / "run"
-    cfg = load_config("tiny", [f"run_dir={run}", "dist.train_processes=2", "train.updates=2",
-                               "distill.kind=seed", "distill.skill_source=privileged"])
+    cfg = load_config(
+        "tiny",
+        [
+            f"run_dir={run}",
+            "dist.train_processes=2",
+            "train.updates=2",
+            "distill.kind=seed",
+            "distill.skill_source=privileged",
+        ],
+    )
     assert train_stage(build_components(cfg)) == 2
     rows = [r for r in read_metrics(run) if r["update"] > 0]
     assert [r["update"] for r in rows] == [1, 2] and all(r["train/samples"] > 0 for r in rows)
@@ -80,8 +106,9 @@ def test_a_run_trains_in_two_fsdp_processes_and_resumes_in_one(tmp_path):
     assert latest_checkpoint(run).name == "update_00002.dcp"  # sharded, one shard per rank
     state = load_checkpoint(latest_checkpoint(run))
     assert state["update"] == 2 and isinstance(next(iter(state["optimizer"]["state"])), int)
-    single = load_config("tiny", [f"run_dir={run}", "train.updates=3", "distill.kind=seed",
-                                  "distill.skill_source=privileged"])
+    single = load_config(
+        "tiny", [f"run_dir={run}", "train.updates=3", "distill.kind=seed", "distill.skill_source=privileged"]
+    )
     assert train_stage(build_components(single)) == 3  # the data-parallel checkpoint resumes in one process
     assert load_checkpoint(latest_checkpoint(run))["update"] == 3
 
@@ -100,8 +127,15 @@ def test_export_merges_lora_into_a_plain_hugging_face_folder(tmp_path):
     from seed.train.pipeline import train_stage
 
     run = tmp_path / "run"
-    cfg = load_config("tiny", [f"run_dir={run}", "train.updates=1", "algo.lr=1e-2",
-                               "model.lora={r: 4, lora_alpha: 8, target_modules: [q_proj, v_proj]}"])
+    cfg = load_config(
+        "tiny",
+        [
+            f"run_dir={run}",
+            "train.updates=1",
+            "algo.lr=1e-2",
+            "model.lora={r: 4, lora_alpha: 8, target_modules: [q_proj, v_proj]}",
+        ],
+    )
     comps = build_components(cfg)
     train_stage(comps)
     assert main(["export", str(run), str(tmp_path / "hf")]) == 0

@@ -1,4 +1,5 @@
 """Generation workers: replicas in Ray actors decode and score like the trainer's model, and follow its updates."""
+
 import pytest
 import torch
 
@@ -19,8 +20,10 @@ def components(tmp_path_factory):
 
 
 def _prompts(tok):
-    return [tok.encode(t) for t in ("push the box left", "the box is up", "target", "walk right then down",
-                                    "a wall is near")]
+    return [
+        tok.encode(t)
+        for t in ("push the box left", "the box is up", "target", "walk right then down", "a wall is near")
+    ]
 
 
 def test_workers_decode_and_score_like_the_trainer_model(components):

@@ -1,4 +1,5 @@
 """Distillation losses against hand-computed values and gradients."""
+
 import math
 
 import pytest

@@ -1,4 +1,5 @@
 """Real engines: the expert plan wins every task of a panel on every split; invalid actions are flagged."""
+
 import pytest
 
 from seed.envs import available, make
@@ -22,7 +23,8 @@ def test_another_package_registers_an_env_through_its_entry_point(tmp_path, monk
         "@register('toy', 'a plugin env', choices={'mode': ['a', 'b']})\n"
         "class ToyEnv(SokobanEnv):\n"
         "    name = 'toy'\n"
-        "    intro = 'You are a toy agent.'\n")
+        "    intro = 'You are a toy agent.'\n"
+    )
     info = tmp_path / "toy_env_plugin-0.1.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-env-plugin\nVersion: 0.1\n")

@@ -1,4 +1,5 @@
 """The reserved decode cache holds exactly what transformers' concatenating cache holds, step by step."""
+
 import os
 import subprocess
 import sys
@@ -54,10 +55,19 @@ def test_reserved_layer_follows_every_inherited_cache_operation_like_a_dynamic_l
     k, v = _kv(3, 5, 0)
     reserved, dynamic = ReservedLayer(k, v, capacity=8), DynamicLayer()
     dynamic.update(k, v)
-    steps = [("crop", -2), ("update", _kv(3, 4, 1)), ("reorder_cache", torch.tensor([2, 0, 1])),
-             ("update", _kv(3, 1, 2)), ("batch_repeat_interleave", 2), ("update", _kv(6, 7, 3)),
-             ("batch_select_indices", torch.tensor([5, 0])), ("crop", -3), ("update", _kv(2, 2, 4)),
-             ("reset", None), ("update", _kv(2, 3, 5))]
+    steps = [
+        ("crop", -2),
+        ("update", _kv(3, 4, 1)),
+        ("reorder_cache", torch.tensor([2, 0, 1])),
+        ("update", _kv(3, 1, 2)),
+        ("batch_repeat_interleave", 2),
+        ("update", _kv(6, 7, 3)),
+        ("batch_select_indices", torch.tensor([5, 0])),
+        ("crop", -3),
+        ("update", _kv(2, 2, 4)),
+        ("reset", None),
+        ("update", _kv(2, 3, 5)),
+    ]
     for name, arg in steps:
         for layer in (reserved, dynamic):
             if name == "update":

@@ -1,4 +1,5 @@
 """The learning benchmark's statistics (benchmarks/learning.py), on curves whose answers can be worked by hand."""
+
 import importlib
 import json
 import math
@@ -25,8 +26,7 @@ def test_episodes_to_reach_interpolates_between_evaluation_points():
 
 
 def test_paired_difference_is_the_mean_and_se_of_per_seed_differences():
-    table = _table({"grpo": {0: [0.3, 0.4, 0.5], 6: [0.4, 0.5, 0.6]},
-                    "seed": {0: [0.3, 0.4, 0.5], 6: [0.5, 0.7, 0.6]}})
+    table = _table({"grpo": {0: [0.3, 0.4, 0.5], 6: [0.4, 0.5, 0.6]}, "seed": {0: [0.3, 0.4, 0.5], 6: [0.5, 0.7, 0.6]}})
     d = learning.paired_minus(table, "seed")["all"]
     assert d["update"] == 6 and d["n_seeds"] == 3
     assert d["mean"] == pytest.approx(0.1)  # differences 0.1, 0.2, 0.0
@@ -34,14 +34,21 @@ def test_paired_difference_is_the_mean_and_se_of_per_seed_differences():
 
 
 def test_reach_grpo_final_point_estimate_and_interval():
-    table = _table({"grpo": {0: [0.2, 0.2, 0.2, 0.2], 6: [0.4, 0.4, 0.4, 0.4]},
-                    "seed": {0: [0.2, 0.2, 0.2, 0.2], 3: [0.4, 0.4, 0.4, 0.4], 6: [0.6, 0.6, 0.6, 0.6]},
-                    "gigpo": {0: [0.2, 0.2, 0.2, 0.2], 6: [0.3, 0.3, 0.3, 0.3]}})
+    table = _table(
+        {
+            "grpo": {0: [0.2, 0.2, 0.2, 0.2], 6: [0.4, 0.4, 0.4, 0.4]},
+            "seed": {0: [0.2, 0.2, 0.2, 0.2], 3: [0.4, 0.4, 0.4, 0.4], 6: [0.6, 0.6, 0.6, 0.6]},
+            "gigpo": {0: [0.2, 0.2, 0.2, 0.2], 6: [0.3, 0.3, 0.3, 0.3]},
+        }
+    )
     reach = learning.reach_grpo_final(table, resamples=200)
     assert reach["grpo_final_success"] == pytest.approx(0.4)
     assert reach["methods"]["grpo"]["episodes"] == 24.0  # 6 updates x 4 episodes
-    assert reach["methods"]["seed"] == {"episodes": 12.0, "interval_95": [12.0, 12.0],
-                                        "share_of_resamples_never_reaching": 0.0}
+    assert reach["methods"]["seed"] == {
+        "episodes": 12.0,
+        "interval_95": [12.0, 12.0],
+        "share_of_resamples_never_reaching": 0.0,
+    }
     assert reach["methods"]["gigpo"]["episodes"] is None
     assert reach["methods"]["gigpo"]["share_of_resamples_never_reaching"] == 1.0
 
@@ -54,8 +61,9 @@ def test_every_method_but_seed_sfw_shares_the_plain_start_point():
 
 def _metrics(run_dir: Path, rates: list[float]) -> None:
     """A run's metrics.jsonl: a stage row (no invalid rate), then the updates' rows out of order."""
-    rows = [{"update": 0, "warmup/samples": 10}] + [{"update": u, "rollout/invalid_rate": r}
-                                                   for u, r in reversed(list(enumerate(rates, start=1)))]
+    rows = [{"update": 0, "warmup/samples": 10}] + [
+        {"update": u, "rollout/invalid_rate": r} for u, r in reversed(list(enumerate(rates, start=1)))
+    ]
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
 
@@ -65,8 +73,9 @@ def test_invalid_rates_per_update_and_the_table_of_maxima(tmp_path):
     _metrics(tmp_path / "seed1" / "grpo", [0.0, 0.1, 0.02])
     assert learning.invalid_rates(tmp_path / "seed0" / "grpo") == [0.05, 0.25]
     table = learning.invalid_table(tmp_path, seeds=[0, 1, 2], methods=["grpo", "seed"])
-    assert table == {"grpo": {"0": {"invalid_rate": [0.05, 0.25], "max": 0.25},
-                              "1": {"invalid_rate": [0.0, 0.1, 0.02], "max": 0.1}}}
+    assert table == {
+        "grpo": {"0": {"invalid_rate": [0.05, 0.25], "max": 0.25}, "1": {"invalid_rate": [0.0, 0.1, 0.02], "max": 0.1}}
+    }
 
 
 def test_collapse_counts_the_learning_benchmarks_runs_of_the_default_recipe(tmp_path, monkeypatch):

@@ -1,4 +1,5 @@
 """The per-update memory gauge follows real allocations (a leak would show as a slope in memory/rss_mb)."""
+
 import inspect
 import os
 import subprocess
@@ -46,14 +47,17 @@ def test_phase_peak_sees_a_transient_allocation_and_the_process_peak_survives_it
     assert process_peak_rss_mb() >= stats["memory/peak_spike_mb"]  # the second reset did not forget the spike
 
 
-@pytest.mark.skipif(find_tcmalloc() is None or not sys.platform.startswith("linux"),
-                    reason="tcmalloc is not installed (scripts/setup.sh installs libtcmalloc-minimal4 where it can)")
+@pytest.mark.skipif(
+    find_tcmalloc() is None or not sys.platform.startswith("linux"),
+    reason="tcmalloc is not installed (scripts/setup.sh installs libtcmalloc-minimal4 where it can)",
+)
 def test_trim_heap_releases_tcmallocs_free_pages_when_it_is_preloaded():
     """The `seed` command runs under tcmalloc, where glibc's malloc_trim would find nothing to return."""
     code = inspect.getsource(test_trim_heap_returns_freed_blocks_that_free_alone_keeps_resident).split(":\n", 1)[1]
-    script = ("import torch\nfrom seed.train.metrics import rss_mb, trim_heap, _heap_release\n"
-              "assert _heap_release().__name__ == 'MallocExtension_ReleaseFreeMemory'\n"
-              + textwrap.dedent(code))
+    script = (
+        "import torch\nfrom seed.train.metrics import rss_mb, trim_heap, _heap_release\n"
+        "assert _heap_release().__name__ == 'MallocExtension_ReleaseFreeMemory'\n" + textwrap.dedent(code)
+    )
     env = {**os.environ, "LD_PRELOAD": find_tcmalloc()}
     proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr

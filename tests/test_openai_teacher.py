@@ -1,4 +1,5 @@
 """The openai teacher against a local chat-completions server started by the test (loopback only)."""
+
 import json
 import threading
 import time
@@ -6,9 +7,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from seed.types import Episode, StepSample, StepState
 from seed.skills import parse_analysis
 from seed.skills.openai_teacher import OpenAITeacher, TeacherError
+from seed.types import Episode, StepSample, StepState
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -24,8 +25,11 @@ class _Handler(BaseHTTPRequestHandler):
             return
         assert body["temperature"] == 0 and body["messages"][0]["role"] == "user"
         task = body["messages"][0]["content"].split("Task description: ")[1].split("\n")[0]
-        content = "```json\n" + json.dumps({"episode_summary": "ok", "episode_skill":
-                                            f"For {task} push the box straight at the target."}) + "\n```"
+        content = (
+            "```json\n"
+            + json.dumps({"episode_summary": "ok", "episode_skill": f"For {task} push the box straight at the target."})
+            + "\n```"
+        )
         out = json.dumps({"choices": [{"message": {"role": "assistant", "content": content}}]}).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -49,8 +53,18 @@ def server():
 
 def _episodes(n):
     st = StepState("sokoban", "t", "obs", ["up"])
-    return [Episode(f"e{i}", 0, i, f"task {i}", "sokoban", won=False,
-                    steps=[StepSample(st, [1], [2], [0.0], "<action>up</action>", "up", True, 0.0)]) for i in range(n)]
+    return [
+        Episode(
+            f"e{i}",
+            0,
+            i,
+            f"task {i}",
+            "sokoban",
+            won=False,
+            steps=[StepSample(st, [1], [2], [0.0], "<action>up</action>", "up", True, 0.0)],
+        )
+        for i in range(n)
+    ]
 
 
 def test_labels_through_the_endpoint_and_the_cache_makes_relabel_free(server, tmp_path):
@@ -106,9 +120,12 @@ class _Misbehaving(BaseHTTPRequestHandler):
                 pass
             return
         status, body = {
-            "cut": (200, None), "no_choices": (200, b'{"choices": []}'),
-            "null_content": (200, b'{"choices": [{"message": {"content": null}}]}'), "list_body": (200, b"[1, 2]"),
-            "500": (500, b"oops"), "400": (400, b'{"error": "bad request"}'),
+            "cut": (200, None),
+            "no_choices": (200, b'{"choices": []}'),
+            "null_content": (200, b'{"choices": [{"message": {"content": null}}]}'),
+            "list_body": (200, b"[1, 2]"),
+            "500": (500, b"oops"),
+            "400": (400, b'{"error": "bad request"}'),
             "not_json_answer": (200, _answer("I cannot answer in JSON.")),
             "ok": (200, _answer(json.dumps({"episode_summary": "s", "episode_skill": "Push the box up, then left."}))),
         }[behaviour]
@@ -174,10 +191,18 @@ def test_only_answers_that_parse_are_cached(misbehaving, tmp_path):
 def test_the_label_stage_skips_failed_episodes_and_fails_only_above_the_share(misbehaving, tmp_path, capsys):
     from seed.cli import main
 
-    args = ["label", "tiny", f"run_dir={tmp_path / 'run'}", "label.teacher=openai",
-            f"label.openai.base_url={misbehaving}",
-            "label.openai.model=m", "label.tasks=8", "label.group_size=2", "label.openai.backoff=0.01",
-            "warmup.enabled=false"]
+    args = [
+        "label",
+        "tiny",
+        f"run_dir={tmp_path / 'run'}",
+        "label.teacher=openai",
+        f"label.openai.base_url={misbehaving}",
+        "label.openai.model=m",
+        "label.tasks=8",
+        "label.group_size=2",
+        "label.openai.backoff=0.01",
+        "warmup.enabled=false",
+    ]
     _Misbehaving.script = [lambda n: "400" if n % 4 == 0 else "ok"]  # a quarter of the requests refused
     assert main(args + ["label.max_failed_share=0.5"]) == 0
     rows = [json.loads(line) for line in (tmp_path / "run" / "labels.jsonl").read_text().splitlines()]

@@ -1,5 +1,6 @@
 """A built wheel, installed in a fresh virtualenv, runs the shipped configs from any directory: the configs and
 skill libraries are package data, not files the repository happens to have beside the code."""
+
 import json
 import os
 import shutil
@@ -24,11 +25,26 @@ def test_wheel_in_a_fresh_virtualenv_runs_shipped_configs_from_any_directory(tmp
     source.mkdir()
     shutil.copy2(ROOT / "pyproject.toml", source)
     shutil.copy2(ROOT / "README.md", source)
-    shutil.copytree(ROOT / "src" / "seed", source / "src" / "seed",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    shutil.copytree(
+        ROOT / "src" / "seed", source / "src" / "seed", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info")
+    )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", tmp_path / "dist",
-          source], tmp_path, env)
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            tmp_path / "dist",
+            source,
+        ],
+        tmp_path,
+        env,
+    )
     wheel = next((tmp_path / "dist").glob("seed_opd-*.whl"))
     venv = tmp_path / "venv"  # the dependencies (torch, transformers, ...) come from this interpreter's site
     _run([sys.executable, "-m", "venv", "--system-site-packages", venv], tmp_path, env)
@@ -36,10 +52,17 @@ def test_wheel_in_a_fresh_virtualenv_runs_shipped_configs_from_any_directory(tmp
 
     elsewhere = tmp_path / "elsewhere"  # no configs/ here, and not the repository
     elsewhere.mkdir()
-    where = _run([venv / "bin" / "python", "-c",
-                  "import seed, seed.config as c; from seed.skills.library import read_skill_library as r; "
-                  "[c.load_config(p.stem) for p in c.CONFIG_DIR.glob('*.yaml')]; "
-                  "print(seed.__file__); print(sorted(r('sokoban')))"], elsewhere, env).stdout.splitlines()
+    where = _run(
+        [
+            venv / "bin" / "python",
+            "-c",
+            "import seed, seed.config as c; from seed.skills.library import read_skill_library as r; "
+            "[c.load_config(p.stem) for p in c.CONFIG_DIR.glob('*.yaml')]; "
+            "print(seed.__file__); print(sorted(r('sokoban')))",
+        ],
+        elsewhere,
+        env,
+    ).stdout.splitlines()
     assert where[0].startswith(str(venv)), f"imported {where[0]}, not the wheel's copy"
     assert where[1] == "['sokoban']"
 

@@ -3,6 +3,7 @@
 The inputs are generated deterministically: fragments of JSON, tags and fences, deep nesting, huge numbers,
 thousands of unclosed tags, random characters, in lengths up to 64 KB.
 """
+
 import json
 import random
 import time
@@ -10,10 +11,38 @@ import time
 from seed.agent import parse_action
 from seed.skills.analyzer import parse_analysis
 
-FRAGMENTS = ['{', '}', '[', ']', '"', ':', ',', '\\', '{"episode_skill": ', '{"episode_summary": "x", ',
-             '"step_skills": {"1": "go left now"}', '<action>', '</action>', '<think>', '</think>', '```json\n',
-             '```', 'up', 'Avoid walking into walls next time.', '1e999', '-0', 'null', 'true', 'NaN', '\u4e2d',
-             '\x00', '\n', ' ', '9' * 50, '\ud800'.encode('utf-8', 'surrogatepass').decode('utf-8', 'replace')]
+FRAGMENTS = [
+    "{",
+    "}",
+    "[",
+    "]",
+    '"',
+    ":",
+    ",",
+    "\\",
+    '{"episode_skill": ',
+    '{"episode_summary": "x", ',
+    '"step_skills": {"1": "go left now"}',
+    "<action>",
+    "</action>",
+    "<think>",
+    "</think>",
+    "```json\n",
+    "```",
+    "up",
+    "Avoid walking into walls next time.",
+    "1e999",
+    "-0",
+    "null",
+    "true",
+    "NaN",
+    "\u4e2d",
+    "\x00",
+    "\n",
+    " ",
+    "9" * 50,
+    "\ud800".encode("utf-8", "surrogatepass").decode("utf-8", "replace"),
+]
 
 
 def adversarial() -> list[str]:
@@ -31,8 +60,11 @@ def adversarial() -> list[str]:
         "```" * 21_846,
         "```json\n" + "{" * 65_536,
         json.dumps({"episode_summary": "s" * 60_000, "episode_skill": skill}),
-        '{"step_skills": {' + ", ".join(f'"{i}": "step {i} go up"' for i in range(4_000)) + '}, "episode_skill": "'
-        + skill + '"}',
+        '{"step_skills": {'
+        + ", ".join(f'"{i}": "step {i} go up"' for i in range(4_000))
+        + '}, "episode_skill": "'
+        + skill
+        + '"}',
     ]
 
 
@@ -66,8 +98,11 @@ def test_hostile_inputs_never_raise_and_parse_in_linear_time():
         action = parse_action(text, ["up", "down", "left", "right"])
         assert isinstance(action.valid, bool)
         if len(text) >= 65_536:
-            slowest = max(slowest, _timed(lambda t: parse_analysis(t, max_step_skills=3), text),
-                          _timed(lambda t: parse_action(t, ["up"]), text))
+            slowest = max(
+                slowest,
+                _timed(lambda t: parse_analysis(t, max_step_skills=3), text),
+                _timed(lambda t: parse_action(t, ["up"]), text),
+            )
     # linear parsing takes a few ms of CPU on 64 KB: the bound catches super-linear blow-ups, not small slow-downs
     assert slowest < 0.25, f"slowest 64 KB input took {slowest * 1000:.1f} ms of CPU"
 

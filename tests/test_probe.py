@@ -1,4 +1,5 @@
 """`seed probe` and the skill-following warm-up on the tiny model and the real Sokoban env."""
+
 import json
 import math
 
@@ -7,10 +8,10 @@ import pytest
 from seed.agent import situation
 from seed.cli import main
 from seed.config import load_config
-from seed.types import StepSample, StepState
 from seed.train.components import build_components
 from seed.train.probe import CONTEXTS, ProbeState, continuation, run_probe, summarise
 from seed.train.warmup import demonstrations
+from seed.types import StepSample, StepState
 
 
 @pytest.fixture(scope="module")
@@ -26,8 +27,10 @@ def _state(expert, sampled, response="<think>x</think><action>up</action>", sour
 
 def test_summary_by_hand():
     panel = [_state("up", "down", source="expert"), _state("up", "up"), _state("left", "down")]
-    scores = {"plain": [(-1.0, -2.0), (-1.0, -1.0), (-3.0, -0.5)],
-              "oracle": [(-0.5, -2.5), (-0.2, -0.2), None]}  # the third state has no oracle context
+    scores = {
+        "plain": [(-1.0, -2.0), (-1.0, -1.0), (-3.0, -0.5)],
+        "oracle": [(-0.5, -2.5), (-0.2, -0.2), None],
+    }  # the third state has no oracle context
     r = summarise(panel, scores)["oracle"]
     assert r["n"] == 2 and r["n_differ"] == 1
     assert r["expert_delta_mean"] == pytest.approx((0.5 + 0.8) / 2)
@@ -69,13 +72,35 @@ def test_probe_scores_every_context_and_the_cli_writes_its_json(comps, tmp_path,
     out = tmp_path / "probe.json"
     assert main(["start", "tiny", f"run_dir={run}", "warmup.skill_share=0.5"]) == 0  # the start point alone
     assert (run / "stage_warmup.json").exists() and not (run / "metrics.jsonl").read_text().count('"rollout/')
-    assert main(["probe", str(run), "--states", "4", "--group-size", "2",
-                 "--contexts", "oracle", "empty", "--json", str(out)]) == 0
+    assert (
+        main(
+            [
+                "probe",
+                str(run),
+                "--states",
+                "4",
+                "--group-size",
+                "2",
+                "--contexts",
+                "oracle",
+                "empty",
+                "--json",
+                str(out),
+            ]
+        )
+        == 0
+    )
     saved = json.loads(out.read_text())
     assert saved["weights"].endswith("update_00000.pt")  # the run's start point, checkpoint 0
     assert set(saved["contexts"]) == {"oracle", "empty"}
-    assert set(saved["contexts"]["oracle"]) >= {"expert_delta_mean", "expert_delta_se", "sampled_delta_mean",
-                                                "sampled_delta_se", "prefers_expert_share", "n"}
+    assert set(saved["contexts"]["oracle"]) >= {
+        "expert_delta_mean",
+        "expert_delta_se",
+        "sampled_delta_mean",
+        "sampled_delta_se",
+        "prefers_expert_share",
+        "n",
+    }
     assert "expert Δ" in capsys.readouterr().out
     assert main(["probe", "tiny", "--contexts", "nonsense"]) == 1
 

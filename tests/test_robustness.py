@@ -3,6 +3,7 @@
 Each test is a reproduction of a way a run used to die, lose data or let code in, run through the real `seed`
 command or the real components on the tiny config.
 """
+
 import json
 import random
 import shutil
@@ -11,8 +12,8 @@ import time
 import numpy as np
 import pytest
 import torch
-from hostile import RELEASE, FaultySokoban, plant
 
+from hostile import RELEASE, FaultySokoban, plant
 from seed.cli import main
 from seed.config import load_config
 from seed.dist.env_pool import EnvFault, LocalEnvPool
@@ -25,6 +26,7 @@ from seed.storage import load_verified, read_jsonl, save_verified
 from seed.train.analyzer_sft import label_episodes
 from seed.train.checkpoint import list_checkpoints, load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from seed.train.metrics import read_metrics
+
 
 @pytest.fixture(autouse=True, scope="module")
 def faulty_env_registered():
@@ -65,6 +67,7 @@ def _rollout_updates(run):
 
 # 1. non-finite updates never land
 
+
 def test_a_huge_learning_rate_stops_the_run_before_any_nan_weight_is_saved(tmp_path, capsys):
     run = tmp_path / "run"
     assert _train(run, "algo.lr=1e30", "train.updates=6", "warmup.enabled=false") == 1
@@ -98,6 +101,7 @@ def test_a_checkpoint_with_nan_weights_is_refused(tmp_path):
 
 
 # 2. loading a checkpoint cannot run code; a checksum is verified on load
+
 
 def test_checkpoint_round_trip_verifies_and_restores_rng_exactly(tmp_path):
     random.seed(1), np.random.seed(2), torch.manual_seed(3)
@@ -139,6 +143,7 @@ def test_a_sharded_checkpoint_with_a_planted_metadata_pickle_is_refused(tmp_path
 
 # 3. secrets stay secret
 
+
 def test_an_api_key_is_never_written_to_the_run_directory(tmp_path):
     run, key = tmp_path / "run", "sk-test-DO-NOT-WRITE-1234567890"
     assert _train(run, f"label.openai.api_key={key}", "train.updates=1", "warmup.enabled=false") == 0
@@ -161,6 +166,7 @@ def test_keys_come_from_env_or_file_and_plain_http_to_a_remote_host_warns(tmp_pa
 
 
 # 6. damaged state recovers or says exactly what to do
+
 
 def test_a_torn_or_undecodable_metrics_line_does_not_block_resume(run_copy):
     with (run_copy / "metrics.jsonl").open("ab") as f:
@@ -212,6 +218,7 @@ def test_stale_temporaries_are_cleaned_and_start_stages_never_repeat(run_copy, m
 
 
 # 7. env faults stay in their episode
+
 
 def _collector(factory, step_timeout=0.0, tokenizer=None):
     settings = RolloutSettings(max_steps=2, history_length=1)

@@ -1,5 +1,6 @@
 """SEED inside the RL update on a tiny model: skills are re-scored on the same ids, OPD gives a gradient when
 GRPO's vanishes, the skill stream is written and survives a resume."""
+
 import json
 from pathlib import Path
 
@@ -15,8 +16,19 @@ def _cfg(tmp_path, *extra):
     tmp_path.mkdir(parents=True, exist_ok=True)
     library = tmp_path / "skills.yaml"
     library.write_text("default: Push the box toward the target and never walk into walls.\n")
-    return load_config("tiny", [f"run_dir={tmp_path / 'run'}", "warmup.enabled=false", "train.updates=1",
-                                "algo.kl_coef=0", "algo.entropy_coef=0", "algo.weight_decay=0", f"distill.library_path={library}", *extra])
+    return load_config(
+        "tiny",
+        [
+            f"run_dir={tmp_path / 'run'}",
+            "warmup.enabled=false",
+            "train.updates=1",
+            "algo.kl_coef=0",
+            "algo.entropy_coef=0",
+            "algo.weight_decay=0",
+            f"distill.library_path={library}",
+            *extra,
+        ],
+    )
 
 
 def _weight_change(cfg):
@@ -29,8 +41,13 @@ def _weight_change(cfg):
 def test_opd_moves_weights_when_every_reward_is_equal(tmp_path):
     # the tiny random model never answers validly: every episode has the same score, so GRPO's gradient is 0
     assert _weight_change(_cfg(tmp_path / "grpo")) == 0.0
-    seed_cfg = _cfg(tmp_path / "seed", "distill.kind=seed", "distill.skill_source=library", "distill.coef=1.0",
-                    "algo.mini_batch_size=5")  # padded mini-batches: the share stays at most 1
+    seed_cfg = _cfg(
+        tmp_path / "seed",
+        "distill.kind=seed",
+        "distill.skill_source=library",
+        "distill.coef=1.0",
+        "algo.mini_batch_size=5",
+    )  # padded mini-batches: the share stays at most 1
     assert _weight_change(seed_cfg) > 0.0
     row = [r for r in read_metrics(Path(seed_cfg.run_dir)) if r["update"] == 1][0]
     assert row["distill/skill_rate"] == 1.0 and row["distill/active_token_share"] == 1.0
@@ -39,8 +56,9 @@ def test_opd_moves_weights_when_every_reward_is_equal(tmp_path):
 
 
 def test_skill_stream_is_written_and_restored_on_resume(tmp_path):
-    cfg = _cfg(tmp_path, "distill.kind=seed", "distill.skill_source=teacher", "train.updates=2",
-               "train.checkpoint_every=1")
+    cfg = _cfg(
+        tmp_path, "distill.kind=seed", "distill.skill_source=teacher", "train.updates=2", "train.checkpoint_every=1"
+    )
     train_stage(build_components(cfg))
     path = Path(cfg.run_dir) / "skills.jsonl"
     rows = [json.loads(line) for line in path.read_text().splitlines()]
@@ -95,15 +113,30 @@ def test_teacher_signal_metrics_match_the_episode_files(tmp_path):
     train_stage(build_components(cfg))
     row = [r for r in read_metrics(Path(cfg.run_dir)) if r["update"] == 1][0]
     episodes = [json.loads(line) for line in (Path(cfg.run_dir) / "episodes" / "update_00000.jsonl").open()]
-    shifts = [t - r for e in episodes for s in e["steps"] if s["teacher_logps"] is not None
-              for t, r in zip(s["teacher_logps"], s["rollout_logps"])]
+    shifts = [
+        t - r
+        for e in episodes
+        for s in e["steps"]
+        if s["teacher_logps"] is not None
+        for t, r in zip(s["teacher_logps"], s["rollout_logps"])
+    ]
     assert shifts and row["teacher/rest/delta"] == pytest.approx(sum(shifts) / len(shifts), abs=2e-3)
     assert row["teacher/rest/failure/delta"] == pytest.approx(row["teacher/rest/delta"])  # the tiny model never wins
     assert 0.0 <= row["teacher/rest/gate_open"] <= 1.0 and row["time/expert_replay"] >= 0.0
     env = make("sokoban")
     for e in episodes[:2]:
-        steps = [StepSample(StepState(**{**s["state"], "history": [tuple(h) for h in s["state"]["history"]]}),
-                            [], s["response_ids"], [], s["response_text"], s["action"], s["valid"], 0.0)
-                 for s in e["steps"]]
+        steps = [
+            StepSample(
+                StepState(**{**s["state"], "history": [tuple(h) for h in s["state"]["history"]]}),
+                [],
+                s["response_ids"],
+                [],
+                s["response_text"],
+                s["action"],
+                s["valid"],
+                0.0,
+            )
+            for s in e["steps"]
+        ]
         replayed = expert_moves(env, Episode(e["episode_id"], 0, e["task_seed"], "", "", steps=steps))
         assert [s["expert_action"] for s in e["steps"]] == replayed and all(replayed)

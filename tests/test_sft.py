@@ -1,4 +1,5 @@
 """Stage 1 on a tiny model: oracle labels on disk, analyzer SFT with held-out metrics, resumable pipeline."""
+
 import json
 import math
 import sys
@@ -17,8 +18,18 @@ from seed.train.optim import adamw, warmup_cosine
 
 
 def test_label_then_sft_reports_heldout_metrics(tmp_path):
-    cfg = load_config("tiny", [f"run_dir={tmp_path}", "label.tasks=3", "label.group_size=2", "sft.epochs=1",
-                               "sft.eval_generations=2", "sft.max_new_tokens=8", "sft.holdout=0.3"])
+    cfg = load_config(
+        "tiny",
+        [
+            f"run_dir={tmp_path}",
+            "label.tasks=3",
+            "label.group_size=2",
+            "sft.epochs=1",
+            "sft.eval_generations=2",
+            "sft.max_new_tokens=8",
+            "sft.holdout=0.3",
+        ],
+    )
     comps = build_components(cfg, with_reference=False)
     labels = label_stage(comps)
     rows = [json.loads(line) for line in labels.read_text().splitlines()]
@@ -36,13 +47,33 @@ def test_label_then_sft_reports_heldout_metrics(tmp_path):
 
 
 def test_seed_run_with_label_and_sft_end_to_end(tmp_path):
-    args = ["run", "tiny", f"run_dir={tmp_path}", "sft.enabled=true", "label.tasks=2", "label.group_size=2",
-            "sft.epochs=1", "sft.eval_generations=1", "sft.max_new_tokens=4", "distill.kind=seed",
-            "distill.skill_source=teacher", "train.updates=1", "eval.episodes=2"]
+    args = [
+        "run",
+        "tiny",
+        f"run_dir={tmp_path}",
+        "sft.enabled=true",
+        "label.tasks=2",
+        "label.group_size=2",
+        "sft.epochs=1",
+        "sft.eval_generations=1",
+        "sft.max_new_tokens=4",
+        "distill.kind=seed",
+        "distill.skill_source=teacher",
+        "train.updates=1",
+        "eval.episodes=2",
+    ]
     assert main(args) == 0
     run = Path(tmp_path)
-    for name in ("labels.jsonl", "stage_sft.json", "stage_warmup.json", "reference.pt", "skills.jsonl",
-                 "eval_initial.json", "eval_final.json", "summary.json"):
+    for name in (
+        "labels.jsonl",
+        "stage_sft.json",
+        "stage_warmup.json",
+        "reference.pt",
+        "skills.jsonl",
+        "eval_initial.json",
+        "eval_final.json",
+        "summary.json",
+    ):
         assert (run / name).exists(), name
     sft_stats = json.loads((run / "stage_sft.json").read_text())
     if sys.platform.startswith("linux"):  # each phase's memory high-water mark, and the run's peak above them all
@@ -58,7 +89,8 @@ def test_seed_run_with_label_and_sft_end_to_end(tmp_path):
 
 
 def test_sft_target_is_compact_json_of_the_parsed_fields():
-    raw = 'Here it is:\n```json\n{"episode_summary": "Won.", "episode_skill": "Push up,\n then left.",}\n```'  # newline, comma
+    # a newline inside a string and a trailing comma
+    raw = 'Here it is:\n```json\n{"episode_summary": "Won.", "episode_skill": "Push up,\n then left.",}\n```'
     assert sft_target(parse_analysis(raw)) == '{"episode_summary": "Won.", "episode_skill": "Push up, then left."}'
 
 
@@ -86,8 +118,17 @@ def test_sft_optimizer_takes_the_official_settings(tmp_path, monkeypatch):
         return real(params, **kw)
 
     monkeypatch.setattr(sft.torch.optim, "AdamW", spy)
-    cfg = load_config("tiny", [f"run_dir={tmp_path}", "label.tasks=1", "label.group_size=2", "sft.epochs=1",
-                               "sft.eval_generations=0", "sft.max_new_tokens=4"])
+    cfg = load_config(
+        "tiny",
+        [
+            f"run_dir={tmp_path}",
+            "label.tasks=1",
+            "label.group_size=2",
+            "sft.epochs=1",
+            "sft.eval_generations=0",
+            "sft.max_new_tokens=4",
+        ],
+    )
     comps = build_components(cfg, with_reference=False)
     sft_stage(comps, label_stage(comps))
     assert made["betas"] == (0.9, 0.95) and made["weight_decay"] == 0.01 and made["lr"] == cfg.sft.lr
@@ -103,7 +144,7 @@ def test_fused_adamw_steps_as_the_multi_tensor_adamw():
     fused = adamw(fused_model, lr=0.1, weight_decay=0.01, betas=(0.9, 0.95))
     plain = torch.optim.AdamW([plain_model.weight], lr=0.1, weight_decay=0.01, betas=(0.9, 0.95), foreach=True)
     assert [p for g in fused.param_groups for p in g["params"]] == [fused_model.weight]
-    for step in range(3):
+    for _ in range(3):
         x = torch.randn(4, 8)
         for model, opt in ((fused_model, fused), (plain_model, plain)):
             model(x).pow(2).sum().backward()
@@ -118,16 +159,36 @@ def test_format_replay_trains_every_warmup_demonstration_once_per_epoch(tmp_path
     from seed.train.warmup import demonstrations
 
     with pytest.raises(ConfigError, match="sft.format_replay"):
-        load_config("tiny", [f"run_dir={tmp_path}", "warmup.enabled=false", "sft.enabled=true",
-                             "sft.format_replay=true"])
+        load_config(
+            "tiny", [f"run_dir={tmp_path}", "warmup.enabled=false", "sft.enabled=true", "sft.format_replay=true"]
+        )
     load_config("tiny", [f"run_dir={tmp_path}", "warmup.enabled=false", "sft.format_replay=true"])  # no SFT: no replay
-    cfg = load_config("tiny", [f"run_dir={tmp_path}", "label.tasks=2", "label.group_size=2", "sft.epochs=2",
-                               "sft.batch_size=2", "sft.holdout=0", "sft.eval_generations=0", "sft.max_new_tokens=4",
-                               "warmup.enabled=true", "warmup.episodes=3", "sft.format_replay=true"])
+    cfg = load_config(
+        "tiny",
+        [
+            f"run_dir={tmp_path}",
+            "label.tasks=2",
+            "label.group_size=2",
+            "sft.epochs=2",
+            "sft.batch_size=2",
+            "sft.holdout=0",
+            "sft.eval_generations=0",
+            "sft.max_new_tokens=4",
+            "warmup.enabled=true",
+            "warmup.episodes=3",
+            "sft.format_replay=true",
+        ],
+    )
     comps = build_components(cfg, with_reference=False)
     labels = label_stage(comps)
-    replay = demonstrations(comps, 3, seed=cfg.seed, expert_share=cfg.warmup.expert_share,
-                            thought=cfg.warmup.thought, skill_share=cfg.warmup.skill_share)
+    replay = demonstrations(
+        comps,
+        3,
+        seed=cfg.seed,
+        expert_share=cfg.warmup.expert_share,
+        thought=cfg.warmup.thought,
+        skill_share=cfg.warmup.skill_share,
+    )
     seen = []
     real = comps.policy.forward_logps
 
@@ -147,8 +208,9 @@ def test_format_replay_trains_every_warmup_demonstration_once_per_epoch(tmp_path
 def test_balanced_labels_keep_every_success_and_cap_the_failures():
     from seed.train.analyzer_sft import balanced
 
-    rows = ([{"episode_id": f"w{i}", "outcome": "success"} for i in range(3)]
-            + [{"episode_id": f"l{i}", "outcome": "failure"} for i in range(20)])
+    rows = [{"episode_id": f"w{i}", "outcome": "success"} for i in range(3)] + [
+        {"episode_id": f"l{i}", "outcome": "failure"} for i in range(20)
+    ]
     assert balanced(rows, 0) == {r["episode_id"] for r in rows}  # 0: all
     kept = balanced(rows, 2)
     assert {"w0", "w1", "w2"} <= kept and len(kept) == 3 + 6
@@ -179,9 +241,21 @@ def test_skill_weight_teaches_the_skill_tokens_faster(tmp_path):
     from seed.train.analyzer_sft import target_ids
 
     def skill_nll(weight):
-        cfg = load_config("tiny", [f"run_dir={tmp_path / str(weight)}", "label.tasks=3", "label.group_size=2",
-                                   "sft.epochs=2", "sft.lr=1e-3", "sft.holdout=0", "sft.eval_generations=0",
-                                   "sft.max_new_tokens=4", f"sft.skill_weight={weight}", "warmup.enabled=false"])
+        cfg = load_config(
+            "tiny",
+            [
+                f"run_dir={tmp_path / str(weight)}",
+                "label.tasks=3",
+                "label.group_size=2",
+                "sft.epochs=2",
+                "sft.lr=1e-3",
+                "sft.holdout=0",
+                "sft.eval_generations=0",
+                "sft.max_new_tokens=4",
+                f"sft.skill_weight={weight}",
+                "warmup.enabled=false",
+            ],
+        )
         (tmp_path / str(weight)).mkdir()
         comps = build_components(cfg, with_reference=False)
         labels = label_stage(comps)
@@ -205,13 +279,24 @@ def test_the_sft_token_budget_splits_micro_batches_not_the_step(tmp_path, monkey
     batches) and so the trained weights are those of one micro-batch per step."""
     from seed.train import analyzer_sft
 
-    base = [f"run_dir={tmp_path}", "label.tasks=3", "label.group_size=2", "sft.epochs=1", "sft.batch_size=4",
-            "sft.eval_generations=0", "sft.holdout=0.2", "algo.token_budget=100000"]
+    base = [
+        f"run_dir={tmp_path}",
+        "label.tasks=3",
+        "label.group_size=2",
+        "sft.epochs=1",
+        "sft.batch_size=4",
+        "sft.eval_generations=0",
+        "sft.holdout=0.2",
+        "algo.token_budget=100000",
+    ]
     labels = label_stage(build_components(load_config("tiny", base), with_reference=False))
     sizes: list[int] = []
     split = analyzer_sft.token_budget_batches
-    monkeypatch.setattr(analyzer_sft, "token_budget_batches",
-                        lambda lengths, budget: [sizes.append(len(m)) or m for m in split(lengths, budget)])
+    monkeypatch.setattr(
+        analyzer_sft,
+        "token_budget_batches",
+        lambda lengths, budget: [sizes.append(len(m)) or m for m in split(lengths, budget)],
+    )
     weights = {}
     for budget in (0, 1):  # 0: algo.token_budget, every batch in one forward; 1: one sequence per forward
         comps = build_components(load_config("tiny", [*base, f"sft.token_budget={budget}"]), with_reference=False)

@@ -1,4 +1,5 @@
 """The teacher-signal metrics and the pieces behind them, against numbers checked by hand."""
+
 import pytest
 import torch
 
@@ -7,9 +8,9 @@ from seed.algos import opd_loss
 from seed.algos.distill import DistillParams, DistillTokens, positive_loss
 from seed.algos.signal import SampleShift, agreement_auc, auc, signal_metrics, signal_sums
 from seed.envs import make
-from seed.types import Episode, StepSample, StepState
 from seed.skills.sources import SiblingAnalyzer, compact_episode, sibling_contexts
 from seed.skills.teachers import expert_moves
+from seed.types import Episode, StepSample, StepState
 
 
 def test_action_tokens_are_the_ones_inside_the_action_block():
@@ -60,18 +61,26 @@ def test_positive_averages_over_the_tokens_the_skill_raised_over_the_rollout_wei
 
 
 def _episode(eid, group, won, actions):
-    st = StepState("sokoban", "push the box onto the target", "grid\nThe box is 1 step up from you; more.",
-                   ["up", "down", "left", "right"])
-    steps = [StepSample(st, [1], [2], [0.0], f"<action>{a}</action>", a, True, 0.0, eid, group, i)
-             for i, a in enumerate(actions)]
+    st = StepState(
+        "sokoban",
+        "push the box onto the target",
+        "grid\nThe box is 1 step up from you; more.",
+        ["up", "down", "left", "right"],
+    )
+    steps = [
+        StepSample(st, [1], [2], [0.0], f"<action>{a}</action>", a, True, 0.0, eid, group, i)
+        for i, a in enumerate(actions)
+    ]
     return Episode(eid, group, 0, st.task, "sokoban", steps=steps, won=won)
 
 
 def test_sibling_context_is_another_success_of_the_same_group():
     a, b, c = _episode("a", 0, True, ["left", "up"]), _episode("b", 0, False, ["down"]), _episode("c", 1, True, ["up"])
-    assert compact_episode(a) == ("A successful attempt at this task from the same start took 2 steps: "
-                                  "when 'The box is 1 step up from you', take 'left'; "
-                                  "then when 'The box is 1 step up from you', take 'up'.")
+    assert compact_episode(a) == (
+        "A successful attempt at this task from the same start took 2 steps: "
+        "when 'The box is 1 step up from you', take 'left'; "
+        "then when 'The box is 1 step up from you', take 'up'."
+    )
     contexts = sibling_contexts([a, b, c])
     assert contexts == [None, compact_episode(a), None]  # a's only sibling success is itself; c is alone
     analyses = SiblingAnalyzer().analyse([a, b, c])

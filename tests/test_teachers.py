@@ -1,9 +1,10 @@
 """The oracle teacher on real envs: workflows from the expert, avoidance rules from concrete mistakes."""
+
 from seed.agent import situation
 from seed.envs import make
-from seed.types import Episode, StepSample, StepState
 from seed.skills import parse_analysis
 from seed.skills.teachers import OracleTeacher, find_mistakes
+from seed.types import Episode, StepSample, StepState
 
 
 def _play(env_name, seed, actions, valid=None):
@@ -12,8 +13,18 @@ def _play(env_name, seed, actions, valid=None):
     steps = []
     for i, a in enumerate(actions):
         ok = True if valid is None else valid[i]
-        steps.append(StepSample(StepState(env_name, obs.task, obs.text, obs.admissible), [1], [2], [0.0],
-                                f"<think>x</think><action>{a}</action>", a, ok, 0.0))
+        steps.append(
+            StepSample(
+                StepState(env_name, obs.task, obs.text, obs.admissible),
+                [1],
+                [2],
+                [0.0],
+                f"<think>x</think><action>{a}</action>",
+                a,
+                ok,
+                0.0,
+            )
+        )
         if ok:
             obs, _, done, _ = env.step(a)
     return Episode(f"{env_name}-{seed}", 0, seed, obs.task, obs.task_type, steps=steps, won=obs.won)
@@ -69,8 +80,10 @@ def test_oracle_step_skills_name_the_critical_steps():
     ep = _play("sokoban", 4, ["dance", wrong, wrong], valid=[False, True, True])
     raw = OracleTeacher(lambda: make("sokoban"), step_skills=3).label(ep)
     steps = parse_analysis(raw, max_step_skills=3, num_steps=3).step_skills
-    assert steps == {0: "Answer with one admissible action inside <action></action>.",
-                     1: f"Take '{plan[0]}' here, not '{wrong}'."}
+    assert steps == {
+        0: "Answer with one admissible action inside <action></action>.",
+        1: f"Take '{plan[0]}' here, not '{wrong}'.",
+    }
     assert "step_skills" not in OracleTeacher(lambda: make("sokoban")).label(ep)
 
 
@@ -86,8 +99,9 @@ def test_privileged_source_gives_the_expert_solution_whatever_the_outcome():
     results = PrivilegedAnalyzer(lambda: make("sokoban")).analyse([won, lost])
     skills = [a.skill for _, a in results]
     first = situation(env.reset(3).text).rstrip(".")
-    assert skills[0] == skills[1] and skills[0].startswith(f"A shortest solution from the start: when '{first}', "
-                                                           f"take '{plan[0]}'")
+    assert skills[0] == skills[1] and skills[0].startswith(
+        f"A shortest solution from the start: when '{first}', take '{plan[0]}'"
+    )
     assert skills[0].count(" take '") == len(plan)
 
 
@@ -96,8 +110,14 @@ def test_a_mistake_repeated_in_one_situation_is_corrected_once():
     for seed in range(50):  # a room where some non-expert move bumps into a wall (nothing changes)
         start = env.reset(seed).text
         plan = env.expert_plan()
-        bump = next((a for a in ("up", "down", "left", "right") if a != plan[0]
-                     and env.reset(seed) and env.step(a)[0].text == start), None)
+        bump = next(
+            (
+                a
+                for a in ("up", "down", "left", "right")
+                if a != plan[0] and env.reset(seed) and env.step(a)[0].text == start
+            ),
+            None,
+        )
         if bump:
             break
     ep = _play("sokoban", seed, [bump] * 4)
@@ -114,8 +134,14 @@ def test_a_success_workflow_is_the_agents_route_without_its_detours():
     for seed in range(50):  # a room where a non-expert move bumps into a wall before the expert route
         start = env.reset(seed).text
         plan = env.expert_plan()
-        bump = next((a for a in ("up", "down", "left", "right") if a != plan[0]
-                     and env.reset(seed) and env.step(a)[0].text == start), None)
+        bump = next(
+            (
+                a
+                for a in ("up", "down", "left", "right")
+                if a != plan[0] and env.reset(seed) and env.step(a)[0].text == start
+            ),
+            None,
+        )
         if bump and 2 <= len(plan) <= 4:
             break
     ep = _play("sokoban", seed, [bump] + plan)

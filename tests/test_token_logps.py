@@ -1,4 +1,5 @@
 """The chunked LM head gives the plain head's log-probs, entropies and gradients without keeping any logits."""
+
 import pytest
 import torch
 
@@ -42,8 +43,9 @@ def test_log_probs_are_normalised_and_entropy_is_bounded():
     head, hidden, targets, _ = _setup(tokens=5)
     vocab = head.weight.shape[0]
     with torch.no_grad():
-        all_lp = torch.stack([head_token_logps(head, hidden, torch.full_like(targets, v), True)[0]
-                              for v in range(vocab)], -1)
+        all_lp = torch.stack(
+            [head_token_logps(head, hidden, torch.full_like(targets, v), True)[0] for v in range(vocab)], -1
+        )
         _, ent = head_token_logps(head, hidden, targets, True, chunk_rows=2)
     torch.testing.assert_close(all_lp.exp().sum(-1), torch.ones(5))
     torch.testing.assert_close(ent, -(all_lp.exp() * all_lp).sum(-1))

@@ -1,4 +1,5 @@
 """The RL loop on a tiny random model: updates change weights, resume never repeats an update, files are real."""
+
 import json
 from pathlib import Path
 
@@ -6,13 +7,13 @@ import pytest
 import torch
 
 from seed.config import ConfigError, load_config
-from seed.types import Episode, StepSample, StepState
+from seed.storage import read_jsonl
 from seed.train.checkpoint import latest_checkpoint, list_checkpoints, load_checkpoint
 from seed.train.components import build_components
-from seed.storage import read_jsonl
 from seed.train.metrics import read_metrics
 from seed.train.pipeline import train_stage
 from seed.train.rl import compute_advantages, task_seeds_for_update
+from seed.types import Episode, StepSample, StepState
 
 
 def _cfg(tmp_path, *extra):
@@ -86,16 +87,20 @@ def test_train_updates_weights_writes_files_and_resumes(tmp_path):
     assert len(episodes) == cfg.rollout.tasks_per_update * cfg.rollout.group_size
     assert all(len(e["steps"]) >= 1 and "response_ids" in e["steps"][0] for e in episodes)
     # every step carries the advantage it was trained with; by hand from the file's own scores (steps rule)
-    scores = [(e["group_id"], 10.0 * e["won"] - 0.1 * (not s["valid"]), s["advantage"]) for e in episodes
-              for s in e["steps"]]
+    scores = [
+        (e["group_id"], 10.0 * e["won"] - 0.1 * (not s["valid"]), s["advantage"]) for e in episodes for s in e["steps"]
+    ]
     for group in {g for g, _, _ in scores}:
         xs = [x for g, x, _ in scores if g == group]
         mean = sum(xs) / len(xs)
         std = (sum((x - mean) ** 2 for x in xs) / (len(xs) - 1)) ** 0.5 if len(xs) > 1 else 1.0
         expected = [(x - (mean if len(xs) > 1 else 0.0)) / (std + 1e-6) for x in xs]
         assert [a for g, _, a in scores if g == group] == pytest.approx(expected, abs=1e-4)
-    assert all(e["steps"][0]["response_ids"][-1] == comps.tokenizer.eos_token_id
-               for e in episodes if len(e["steps"][0]["response_ids"]) < cfg.rollout.max_response_tokens)
+    assert all(
+        e["steps"][0]["response_ids"][-1] == comps.tokenizer.eos_token_id
+        for e in episodes
+        if len(e["steps"][0]["response_ids"]) < cfg.rollout.max_response_tokens
+    )
     ckpt = load_checkpoint(latest_checkpoint(run))
     assert ckpt["update"] == 2 and set(ckpt) >= {"model", "optimizer", "rng", "update", "config"}
     assert not list((run / "checkpoints").glob("*.tmp"))
@@ -237,6 +242,8 @@ def test_eval_every_evaluates_during_training_without_changing_it(tmp_path):
     assert (run_b / "eval_update_00002.json").exists() and not (run_a / "eval_update_00001.json").exists()
     rows = [r for r in read_metrics(run_b) if r["update"] > 0]
     assert all("eval/valid_seen/success" in r for r in rows)
-    ids = [[s["response_ids"] for e in read_jsonl(run / "episodes" / "update_00001.jsonl") for s in e["steps"]]
-           for run in (run_a, run_b)]
+    ids = [
+        [s["response_ids"] for e in read_jsonl(run / "episodes" / "update_00001.jsonl") for s in e["steps"]]
+        for run in (run_a, run_b)
+    ]
     assert ids[0] == ids[1]  # update 2 (episodes/update_00001) after an evaluation: the generator was put back

@@ -1,6 +1,7 @@
 """`logging.wandb` in offline mode, read back from the run file wandb writes: the same numbers as metrics.jsonl,
 the eval panels, the episode table with the skills, one W&B run per run directory across a resume; and a clear
 config error where wandb is missing. The offline test runs only where the wandb package is installed."""
+
 import importlib.util
 import json
 from pathlib import Path
@@ -26,8 +27,8 @@ def wandb_records(path: Path) -> list:
         if block - pos % block < 7:  # a block's tail too short for a header is padding
             pos += block - pos % block
             continue
-        length, kind = int.from_bytes(data[pos + 4:pos + 6], "little"), data[pos + 6]
-        pending += data[pos + 7:pos + 7 + length]
+        length, kind = int.from_bytes(data[pos + 4 : pos + 6], "little"), data[pos + 6]
+        pending += data[pos + 7 : pos + 7 + length]
         pos += 7 + length
         if kind in (1, 4):  # FULL, or the LAST piece
             record = pb.Record()
@@ -55,8 +56,21 @@ def test_offline_wandb_run_carries_the_metrics_eval_and_episode_table(tmp_path, 
     pytest.importorskip("wandb", reason="wandb is optional; this smoke test runs where it is installed")
     monkeypatch.setenv("WANDB_SILENT", "true")
     run_dir = tmp_path / "run"
-    assert main(["run", "tiny", f"run_dir={run_dir}", "distill.kind=seed", "distill.skill_source=teacher",
-                 "warmup.enabled=false", "eval.episodes=2", *WANDB_ARGS]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "tiny",
+                f"run_dir={run_dir}",
+                "distill.kind=seed",
+                "distill.skill_source=teacher",
+                "warmup.enabled=false",
+                "eval.episodes=2",
+                *WANDB_ARGS,
+            ]
+        )
+        == 0
+    )
     run_id = (run_dir / "wandb" / "seed_run_id").read_text()
     offline = sorted((run_dir / "wandb").glob(f"offline-run-*-{run_id}"))
     assert len(offline) == 1
@@ -85,14 +99,30 @@ def test_offline_wandb_run_carries_the_metrics_eval_and_episode_table(tmp_path, 
     assert any(dict(zip(table["columns"], row))["skill"] for row in table["data"])  # the oracle explains failures
 
     # a resumed run directory continues the same W&B run
-    assert main(["train", "tiny", f"run_dir={run_dir}", "distill.kind=seed", "distill.skill_source=teacher",
-                 "warmup.enabled=false", "eval.episodes=2", "train.updates=3", *WANDB_ARGS]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "tiny",
+                f"run_dir={run_dir}",
+                "distill.kind=seed",
+                "distill.skill_source=teacher",
+                "warmup.enabled=false",
+                "eval.episodes=2",
+                "train.updates=3",
+                *WANDB_ARGS,
+            ]
+        )
+        == 0
+    )
     assert (run_dir / "wandb" / "seed_run_id").read_text() == run_id
     offline = sorted((run_dir / "wandb").glob(f"offline-run-*-{run_id}"))
     assert len(offline) == 2
     resumed = history(offline[1:])  # wandb-core sometimes leaves a short resumed offline run's history unwritten
     if 3 in resumed:
-        assert resumed[3]["rollout/success"] == pytest.approx(read_jsonl(run_dir / "metrics.jsonl")[-1]["rollout/success"])
+        assert resumed[3]["rollout/success"] == pytest.approx(
+            read_jsonl(run_dir / "metrics.jsonl")[-1]["rollout/success"]
+        )
 
 
 def test_wandb_project_without_the_package_is_a_config_error(monkeypatch):

@@ -1,4 +1,5 @@
 """seed: SEED (self-evolving on-policy distillation) and outcome-RL baselines for multi-turn LLM agents."""
+
 import os
 
 # Bound oneDNN's kernel caches before torch creates its first CPU kernel. Both keep one compiled kernel per

@@ -7,6 +7,7 @@ An allocator can only be chosen before the process starts, so the console entry 
 `LD_PRELOAD` set. `SEED_ALLOCATOR=system` keeps glibc's. Library code and tests calling `seed.cli.main` in-process
 are untouched.
 """
+
 from __future__ import annotations
 
 import ctypes.util

@@ -1,4 +1,5 @@
 """The `seed` command. Thin: parse, load + validate the config, call a stage."""
+
 from __future__ import annotations
 
 import argparse
@@ -89,8 +90,10 @@ def cmd_run(args) -> None:
     sink = open_sink(cfg)
     if sink is not None:
         sink.log_summary({"wall_seconds": summary["wall_seconds"], "peak_rss_mb": summary["peak_rss_mb"]})
-    print(f"\nrun directory: {run_dir}\nwall time {summary['wall_seconds']:.0f}s, peak RSS "
-          f"{summary['peak_rss_mb']:.0f} MB")
+    print(
+        f"\nrun directory: {run_dir}\nwall time {summary['wall_seconds']:.0f}s, peak RSS "
+        f"{summary['peak_rss_mb']:.0f} MB"
+    )
     if summary["peak_rss_by_phase_mb"]:
         print("peak RSS by phase: " + ", ".join(f"{k} {v} MB" for k, v in summary["peak_rss_by_phase_mb"].items()))
     for split in final:
@@ -157,8 +160,8 @@ def cmd_export(args) -> None:
     """A run's checkpoint (single-process or sharded) as a plain Hugging Face folder, LoRA merged."""
     from seed.config import load_config
     from seed.dist.fsdp import export_hf
-    from seed.models import load_model, load_tokenizer
     from seed.errors import RunError
+    from seed.models import load_model, load_tokenizer
     from seed.train.checkpoint import load_checkpoint, load_latest_checkpoint
 
     run_dir = Path(args.run_dir)
@@ -206,8 +209,14 @@ def cmd_probe(args) -> None:
         comps.policy.model.load_state_dict(state["model"])
         where = str(ckpt)
     del state  # copied into the model: the probe must not run beside a second copy of the weights
-    result = run_probe(comps, split=args.split, n_states=args.states, names=tuple(args.contexts),
-                       group_size=args.group_size, seed=args.seed)
+    result = run_probe(
+        comps,
+        split=args.split,
+        n_states=args.states,
+        names=tuple(args.contexts),
+        group_size=args.group_size,
+        seed=args.seed,
+    )
     result["weights"] = where
     print(f"seed probe: {where}\n{format_probe(result)}")
     if args.json:
@@ -273,22 +282,33 @@ def cmd_play(args) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="seed", description="SEED and outcome-RL baselines for LLM agents")
     sub = parser.add_subparsers(dest="command", required=True)
-    for name, fn, helptext in (("train", cmd_train, "RL training (resumes in run_dir)"),
-                               ("eval", cmd_eval, "evaluate the run's latest checkpoint on the fixed panels"),
-                               ("label", cmd_label, "roll out the base policy; a teacher labels every episode"),
-                               ("sft", cmd_sft, "label (if needed) + analyzer warm-up SFT"),
-                               ("start", cmd_start, "the start stages only: format warm-up, label + analyzer SFT"),
-                               ("run", cmd_run, "the whole pipeline: [label, sft,] warm-up, eval, train, eval")):
+    for name, fn, helptext in (
+        ("train", cmd_train, "RL training (resumes in run_dir)"),
+        ("eval", cmd_eval, "evaluate the run's latest checkpoint on the fixed panels"),
+        ("label", cmd_label, "roll out the base policy; a teacher labels every episode"),
+        ("sft", cmd_sft, "label (if needed) + analyzer warm-up SFT"),
+        ("start", cmd_start, "the start stages only: format warm-up, label + analyzer SFT"),
+        ("run", cmd_run, "the whole pipeline: [label, sft,] warm-up, eval, train, eval"),
+    ):
         p = sub.add_parser(name, help=helptext)
         p.add_argument("config", nargs="?", default=None, help="YAML file or shipped config name (default: default)")
         p.add_argument("overrides", nargs="*", help="key=value overrides, e.g. train.updates=10 run_dir=runs/x")
-        p.add_argument("--force", action="store_true",
-                       help="continue a run directory under a changed config (the old one is kept as config.N.yaml)")
+        p.add_argument(
+            "--force",
+            action="store_true",
+            help="continue a run directory under a changed config (the old one is kept as config.N.yaml)",
+        )
         p.set_defaults(fn=fn)
     p = sub.add_parser("report", help="per-update table and the tokens the skills shifted most; --html: a page")
     p.add_argument("run_dir")
-    p.add_argument("--html", nargs="?", const="", default=None, metavar="OUT",
-                   help="write one self-contained HTML report (default OUT: RUN_DIR/report.html)")
+    p.add_argument(
+        "--html",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="OUT",
+        help="write one self-contained HTML report (default OUT: RUN_DIR/report.html)",
+    )
     p.set_defaults(fn=cmd_report)
     p = sub.add_parser("export", help="a checkpoint as a plain Hugging Face folder (LoRA merged)")
     p.add_argument("run_dir")

@@ -2,6 +2,7 @@
 
 Every error names the key and the allowed values, and is raised before any work starts.
 """
+
 from __future__ import annotations
 
 import copy
@@ -35,12 +36,20 @@ class ModelConfig:
     device: str = _choice("cpu", "cpu", "cuda")
     precision: str = _choice("auto", "auto", "bf16", "fp32", doc="auto = bf16 autocast where the hardware has it")
     lora: dict | None = None  # e.g. {r: 16, lora_alpha: 32, target_modules: [q_proj, v_proj]}
-    activation_checkpointing: bool = _choice(False, False, True,
-                                             doc="training forwards keep each decoder layer's input only and recompute "
-                                                 "the rest in backward: less memory, more compute; same gradients")
-    offload_reference: bool = _choice(False, False, True,
-                                      doc="free the KL reference's weights after each use and read them back from "
-                                          "reference.pt for the next: the phases between run without them")
+    activation_checkpointing: bool = _choice(
+        False,
+        False,
+        True,
+        doc="training forwards keep each decoder layer's input only and recompute "
+        "the rest in backward: less memory, more compute; same gradients",
+    )
+    offload_reference: bool = _choice(
+        False,
+        False,
+        True,
+        doc="free the KL reference's weights after each use and read them back from "
+        "reference.pt for the next: the phases between run without them",
+    )
 
 
 @dataclass
@@ -63,12 +72,18 @@ class RolloutConfig:
     invalid_penalty: float = _positive(0.1, minimum=0)
     success_reward: float = _positive(10.0, minimum=0)
     generation_batch_size: int = _positive(64)
-    validity: str = _choice("format", "format", "admissible",
-                            doc="format (official): invalid only without the <think>/<action> pair or with CJK text; "
-                                "a well-formed inadmissible action goes to the env unpenalised. admissible: also "
-                                "invalid when the action is not admissible (it is then not sent)")
-    stop_at_action: bool = field(default=False, metadata={
-        "doc": "end responses at </action> instead of generating (and training) the end-of-turn token"})
+    validity: str = _choice(
+        "format",
+        "format",
+        "admissible",
+        doc="format (official): invalid only without the <think>/<action> pair or with CJK text; "
+        "a well-formed inadmissible action goes to the env unpenalised. admissible: also "
+        "invalid when the action is not admissible (it is then not sent)",
+    )
+    stop_at_action: bool = field(
+        default=False,
+        metadata={"doc": "end responses at </action> instead of generating (and training) the end-of-turn token"},
+    )
 
 
 @dataclass
@@ -79,8 +94,12 @@ class GenerationConfig:
     workers: int = _positive(0, minimum=0, doc="Ray generation actors (0 = the trainer process decodes)")
     gpu_memory_utilization: float = _positive(0.3, minimum=0, maximum=1, doc="vllm: share of GPU memory")
     gpus_per_worker: float = _positive(1.0, minimum=0, doc="GPUs Ray gives each generation actor (cuda only)")
-    max_model_len: int = _positive(0, minimum=0, doc="vllm: context length; 0 = rollout prompt + response or "
-                                                     "analysis prompt + analyzer tokens, whichever is longer")
+    max_model_len: int = _positive(
+        0,
+        minimum=0,
+        doc="vllm: context length; 0 = rollout prompt + response or "
+        "analysis prompt + analyzer tokens, whichever is longer",
+    )
 
 
 @dataclass
@@ -94,8 +113,12 @@ class DistConfig:
 @dataclass
 class AlgoConfig:
     advantage: str = _choice("grpo", *ADVANTAGES)
-    grpo_over: str = _choice("steps", *GROUPINGS, doc="steps (official): every step sample has its own score and "
-                             "the group statistics run over step samples; episodes: one score per episode")
+    grpo_over: str = _choice(
+        "steps",
+        *GROUPINGS,
+        doc="steps (official): every step sample has its own score and "
+        "the group statistics run over step samples; episodes: one score per episode",
+    )
     norm: str = _choice("mean_std", *NORMS)
     gigpo_step_weight: float = _positive(1.0, minimum=0)
     gigpo_gamma: float = _positive(0.95, minimum=0, maximum=1)
@@ -107,10 +130,17 @@ class AlgoConfig:
     lr: float = _positive(1e-6, minimum=0)
     weight_decay: float = _positive(0.01, minimum=0)
     grad_clip: float = _positive(1.0, minimum=0)
-    mini_batch_size: int = _positive(256, minimum=0, doc="step samples per optimizer step (one PPO epoch over the "
-                                     "batch; 0 = the whole batch in one step)")
-    pad_mini_batches: bool = field(default=True, metadata={
-        "doc": "fill the last mini-batch with step samples drawn again at random (official), or leave it short"})
+    mini_batch_size: int = _positive(
+        256,
+        minimum=0,
+        doc="step samples per optimizer step (one PPO epoch over the batch; 0 = the whole batch in one step)",
+    )
+    pad_mini_batches: bool = field(
+        default=True,
+        metadata={
+            "doc": "fill the last mini-batch with step samples drawn again at random (official), or leave it short"
+        },
+    )
     token_budget: int = _positive(8192, doc="padded tokens per micro-batch")
 
 
@@ -122,25 +152,42 @@ class DistillConfig:
     coef: float = _positive(0.01, minimum=0, doc="lambda: weight of the distillation loss")
     beta: float = _positive(5.0, minimum=0, doc="gate sharpness: g = sigmoid(beta * delta)")
     opid_weight: float = _positive(0.001, minimum=0, doc="opid: A += w * delta per token")
-    skill_source: str = _choice("policy", "policy", "teacher", "library", "privileged", "sibling",
-                                doc="privileged = OPSD: the expert's solution as teacher context; sibling: another "
-                                    "successful episode of the same group")
+    skill_source: str = _choice(
+        "policy",
+        "policy",
+        "teacher",
+        "library",
+        "privileged",
+        "sibling",
+        doc="privileged = OPSD: the expert's solution as teacher context; sibling: another "
+        "successful episode of the same group",
+    )
     teacher: str = _choice("oracle", "oracle", doc="external analyzer for skill_source=teacher")
     library_path: str = ""  # skill_source library: a YAML/JSON file of {task_type: skill}, or a shipped name (sokoban)
     teacher_weights: str = _choice("live", "live", "base", "ema")
     ema_decay: float = _positive(0.99, minimum=0, maximum=1)
     analyzer_max_new_tokens: int = _positive(256, maximum=32768)
-    analyzer_batch_size: int = _positive(16, doc="analyses decoded together: their prompts are whole episodes, so "
-                                                 "the K/V cache of a batch, not the weights, sets the memory peak")
-    analyzer_max_prompt_tokens: int = _positive(16384, maximum=1_048_576,
-                                                doc="token budget of the analysis prompt's trajectory")
+    analyzer_batch_size: int = _positive(
+        16,
+        doc="analyses decoded together: their prompts are whole episodes, so "
+        "the K/V cache of a batch, not the weights, sets the memory peak",
+    )
+    analyzer_max_prompt_tokens: int = _positive(
+        16384, maximum=1_048_576, doc="token budget of the analysis prompt's trajectory"
+    )
     min_skill_words: int = _positive(1, doc="shorter skills are unusable (official RL path: any non-empty skill)")
     step_skills: int = _positive(0, minimum=0, doc="OPID-style: up to K step skills per episode (0 = off)")
-    skill_first: bool = field(default=False, metadata={
-        "doc": "the analysis asks for episode_skill before episode_summary (official: summary first); a small "
-               "analyzer otherwise copies the summary it has just written into the skill"})
-    expert_signal: bool = field(default=True, metadata={
-        "doc": "replay each episode next to the env's expert (where it has one) for the skill-lift metrics"})
+    skill_first: bool = field(
+        default=False,
+        metadata={
+            "doc": "the analysis asks for episode_skill before episode_summary (official: summary first); a small "
+            "analyzer otherwise copies the summary it has just written into the skill"
+        },
+    )
+    expert_signal: bool = field(
+        default=True,
+        metadata={"doc": "replay each episode next to the env's expert (where it has one) for the skill-lift metrics"},
+    )
 
 
 @dataclass
@@ -168,8 +215,9 @@ class LabelConfig:
     tasks: int = _positive(180)
     group_size: int = _positive(8)
     temperature: float = _positive(0.4, minimum=0)
-    max_failed_share: float = _positive(0.25, minimum=0, maximum=1,
-                                        doc="labelling fails as a stage only when more episodes than this fail")
+    max_failed_share: float = _positive(
+        0.25, minimum=0, maximum=1, doc="labelling fails as a stage only when more episodes than this fail"
+    )
     openai: OpenAIConfig = field(default_factory=OpenAIConfig)
 
 
@@ -184,23 +232,41 @@ class SftConfig:
     weight_decay: float = _positive(0.01, minimum=0)
     adam_beta1: float = _positive(0.9, minimum=0, maximum=0.999999)
     adam_beta2: float = _positive(0.95, minimum=0, maximum=0.999999)
-    warmup_ratio: float = _positive(0.1, minimum=0, maximum=1, doc="share of the steps with a linear lr warm-up; "
-                                    "cosine decay to 0 after it")
+    warmup_ratio: float = _positive(
+        0.1, minimum=0, maximum=1, doc="share of the steps with a linear lr warm-up; cosine decay to 0 after it"
+    )
     holdout: float = _positive(0.1, minimum=0, maximum=0.9, doc="share of labels held out")
     eval_generations: int = _positive(16, minimum=0, doc="held-out prompts generated greedily to measure parse rate")
     max_new_tokens: int = _positive(256, maximum=32768)
-    failures_per_success: float = _positive(0.0, minimum=0, doc="train on at most this many failure labels per "
-                                            "success label (the rest are dropped, by episode id); 0 keeps all")
-    skill_weight: float = _positive(1.0, minimum=1, maximum=100, doc="the episode_skill's tokens weigh this many "
-                                    "times in a label's token mean (1: the official per-sample mean); the skill is "
-                                    "what SEED's teacher reads, and its opener one token in a ~70-token target")
-    token_budget: int = _positive(0, minimum=0, doc="padded tokens per micro-batch of the analyzer SFT (0: "
-                                  "algo.token_budget); its transcripts are the longest sequences a run trains on, so "
-                                  "its micro-batches set the memory peak, not its optimizer step (gradients add up)")
-    format_replay: bool = _choice(False, False, True,
-                                  doc="every batch also carries some of the format warm-up's demonstrations (needs "
-                                      "warmup.enabled): a small model that learns to analyse at a high lr otherwise "
-                                      "forgets how to act; off in the paper recipes")
+    failures_per_success: float = _positive(
+        0.0,
+        minimum=0,
+        doc="train on at most this many failure labels per "
+        "success label (the rest are dropped, by episode id); 0 keeps all",
+    )
+    skill_weight: float = _positive(
+        1.0,
+        minimum=1,
+        maximum=100,
+        doc="the episode_skill's tokens weigh this many "
+        "times in a label's token mean (1: the official per-sample mean); the skill is "
+        "what SEED's teacher reads, and its opener one token in a ~70-token target",
+    )
+    token_budget: int = _positive(
+        0,
+        minimum=0,
+        doc="padded tokens per micro-batch of the analyzer SFT (0: "
+        "algo.token_budget); its transcripts are the longest sequences a run trains on, so "
+        "its micro-batches set the memory peak, not its optimizer step (gradients add up)",
+    )
+    format_replay: bool = _choice(
+        False,
+        False,
+        True,
+        doc="every batch also carries some of the format warm-up's demonstrations (needs "
+        "warmup.enabled): a small model that learns to analyse at a high lr otherwise "
+        "forgets how to act; off in the paper recipes",
+    )
 
 
 @dataclass
@@ -215,19 +281,33 @@ class WarmupConfig:
     episodes: int = _positive(32)
     epochs: int = _positive(1)
     lr: float = _positive(1e-4, minimum=0)
-    expert_share: float = _positive(0.0, minimum=0, maximum=1,
-                                    doc="share of demonstration steps that take the expert's move")
-    thought: str = _choice("fixed", "fixed", "observation",
-                           doc="the <think> text: a fixed phrase or the situation restated")
-    skill_share: float = _positive(0.0, minimum=0, maximum=1,
-                                   doc="share of demonstration episodes whose prompts carry a skill (oracle "
-                                       "wording) that names their moves: skill following; off in the paper recipes")
-    foreign_skill_share: float = _positive(0.0, minimum=0, maximum=1,
-                                           doc="share of the skill-carrying demonstrations whose skill was written "
-                                               "for another room: its rules bind only the situations they name")
-    action_weight: float = _positive(1.0, minimum=1, maximum=100,
-                                     doc="weight of the action's tokens in the warm-up loss, relative to the rest of "
-                                         "the response (1 = a plain token mean)")
+    expert_share: float = _positive(
+        0.0, minimum=0, maximum=1, doc="share of demonstration steps that take the expert's move"
+    )
+    thought: str = _choice(
+        "fixed", "fixed", "observation", doc="the <think> text: a fixed phrase or the situation restated"
+    )
+    skill_share: float = _positive(
+        0.0,
+        minimum=0,
+        maximum=1,
+        doc="share of demonstration episodes whose prompts carry a skill (oracle "
+        "wording) that names their moves: skill following; off in the paper recipes",
+    )
+    foreign_skill_share: float = _positive(
+        0.0,
+        minimum=0,
+        maximum=1,
+        doc="share of the skill-carrying demonstrations whose skill was written "
+        "for another room: its rules bind only the situations they name",
+    )
+    action_weight: float = _positive(
+        1.0,
+        minimum=1,
+        maximum=100,
+        doc="weight of the action's tokens in the warm-up loss, relative to the rest of "
+        "the response (1 = a plain token mean)",
+    )
 
 
 @dataclass
@@ -356,12 +436,14 @@ def _checked_type(key: str, value: Any, default: Any, annotation: str) -> Any:
             raise ConfigError(f"config key {key!r} must be a string; got {value!r}")
     elif annotation.startswith("list"):
         if not (value is None and "None" in annotation) and not (
-                isinstance(value, list) and all(isinstance(v, str) for v in value)):
+            isinstance(value, list) and all(isinstance(v, str) for v in value)
+        ):
             raise ConfigError(f"config key {key!r} must be a list of strings; got {value!r}")
     elif annotation.startswith("dict"):
         if not (value is None and "None" in annotation) and not isinstance(value, dict):
-            raise ConfigError(f"config key {key!r} must be a mapping{' or null' if 'None' in annotation else ''}; "
-                              f"got {value!r}")
+            raise ConfigError(
+                f"config key {key!r} must be a mapping{' or null' if 'None' in annotation else ''}; got {value!r}"
+            )
     return value
 
 
@@ -376,7 +458,9 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                 duplicate = key in seen
                 seen.add(key)
             except TypeError:
-                raise yaml.constructor.ConstructorError(None, None, f"unhashable key {key!r}", key_node.start_mark)
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"unhashable key {key!r}", key_node.start_mark
+                ) from None
             if duplicate:
                 raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
         return super().construct_mapping(node, deep)
@@ -429,9 +513,11 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
 
 def _check_wandb(w: WandbConfig) -> None:
     if w.project and w.mode != "disabled" and importlib.util.find_spec("wandb") is None:
-        raise ConfigError(f"config key 'logging.wandb.project' = {w.project!r} logs to W&B, but the wandb package is "
-                          f"not installed: `pip install wandb`, or set logging.wandb.project='' (allowed: any "
-                          f"project name with wandb installed, or '' for no W&B)")
+        raise ConfigError(
+            f"config key 'logging.wandb.project' = {w.project!r} logs to W&B, but the wandb package is "
+            f"not installed: `pip install wandb`, or set logging.wandb.project='' (allowed: any "
+            f"project name with wandb installed, or '' for no W&B)"
+        )
 
 
 def _check_references(cfg: Config) -> None:
@@ -444,8 +530,10 @@ def _check_references(cfg: Config) -> None:
     _check_env(cfg.env)
     _check_wandb(cfg.logging.wandb)
     if cfg.sft.enabled and cfg.sft.format_replay and not cfg.warmup.enabled:
-        raise ConfigError("config key 'sft.format_replay' = true replays the format warm-up's demonstrations; it needs "
-                          "warmup.enabled = true (allowed otherwise: false)")
+        raise ConfigError(
+            "config key 'sft.format_replay' = true replays the format warm-up's demonstrations; it needs "
+            "warmup.enabled = true (allowed otherwise: false)"
+        )
     d = cfg.distill
     if d.kind != "none" and d.skill_source == "library":
         if not d.library_path:
@@ -454,31 +542,39 @@ def _check_references(cfg: Config) -> None:
 
         if not library_file(d.library_path).is_file():
             shipped = ", ".join(sorted(p.stem for p in SHIPPED_LIBRARIES.glob("*.yaml")))
-            raise ConfigError(f"config key 'distill.library_path' = {d.library_path!r}: no such file, and no "
-                              f"shipped library of that name (shipped: {shipped})")
+            raise ConfigError(
+                f"config key 'distill.library_path' = {d.library_path!r}: no such file, and no "
+                f"shipped library of that name (shipped: {shipped})"
+            )
 
         read_skill_library(d.library_path)
     if cfg.dist.train_processes > 1:
-        for key, bad, why in (("distill.teacher_weights", d.teacher_weights == "ema", "live, base"),
-                              ("model.lora", bool(cfg.model.lora), "null")):
+        for key, bad, why in (
+            ("distill.teacher_weights", d.teacher_weights == "ema", "live, base"),
+            ("model.lora", bool(cfg.model.lora), "null"),
+        ):
             if bad:
                 raise ConfigError(f"config key {key!r} is not supported with dist.train_processes > 1; allowed: {why}")
     if cfg.generation.backend == "vllm" and cfg.model.device != "cuda":
         raise ConfigError("config key 'generation.backend' = 'vllm' needs model.device = 'cuda'; allowed on cpu: hf")
     if not cfg.eval.splits:
-        raise ConfigError("config key 'eval.splits' must name at least one split; allowed: train, valid_seen, "
-                          "valid_unseen")
+        raise ConfigError(
+            "config key 'eval.splits' must name at least one split; allowed: train, valid_seen, valid_unseen"
+        )
     bad_splits = [s for s in cfg.eval.splits if s not in ("train", "valid_seen", "valid_unseen")]
     if bad_splits:
-        raise ConfigError(f"config key 'eval.splits' has unknown {bad_splits}; allowed: train, valid_seen, "
-                          f"valid_unseen")
+        raise ConfigError(
+            f"config key 'eval.splits' has unknown {bad_splits}; allowed: train, valid_seen, valid_unseen"
+        )
     o = cfg.label.openai
     if cfg.label.teacher == "openai":
         for key in ("base_url", "model"):
             if not getattr(o, key):
                 raise ConfigError(f"config key 'label.openai.{key}' is required when label.teacher is 'openai'")
         if not o.base_url.startswith(("http://", "https://")):
-            raise ConfigError(f"config key 'label.openai.base_url' = {o.base_url!r} must start with http:// or https://")
+            raise ConfigError(
+                f"config key 'label.openai.base_url' = {o.base_url!r} must start with http:// or https://"
+            )
     if o.api_key_file and not Path(o.api_key_file).expanduser().is_file():
         raise ConfigError(f"config key 'label.openai.api_key_file' = {o.api_key_file!r}: no such file")
 
@@ -492,16 +588,20 @@ def _check_model(m: ModelConfig) -> None:
     name = m.name
     if name not in (SMOLLM2, TINY) and not Path(name).expanduser().is_dir():
         if not _HUB_ID.match(name) or name.startswith((".", "~")):
-            raise ConfigError(f"config key 'model.name' = {name!r} is neither a shipped model ({SMOLLM2}, {TINY}), "
-                              f"an existing folder, nor a hub id (org/name)")
+            raise ConfigError(
+                f"config key 'model.name' = {name!r} is neither a shipped model ({SMOLLM2}, {TINY}), "
+                f"an existing folder, nor a hub id (org/name)"
+            )
     if m.lora:
         import peft
 
         allowed = {f.name for f in dataclasses.fields(peft.LoraConfig)} - {"task_type", "peft_type"}
         unknown = sorted(set(map(str, m.lora)) - allowed)
         if unknown:
-            raise ConfigError(f"config key 'model.lora' has unknown {unknown}; allowed: e.g. r, lora_alpha, "
-                              f"lora_dropout, target_modules (peft.LoraConfig fields)")
+            raise ConfigError(
+                f"config key 'model.lora' has unknown {unknown}; allowed: e.g. r, lora_alpha, "
+                f"lora_dropout, target_modules (peft.LoraConfig fields)"
+            )
 
 
 def _check_env(e: EnvConfig) -> None:
@@ -512,14 +612,16 @@ def _check_env(e: EnvConfig) -> None:
     params = constructor_parameters(e.name)
     unknown = sorted(set(map(str, e.kwargs)) - params) if params is not None else []
     if unknown:
-        raise ConfigError(f"config key 'env.kwargs' has unknown {unknown} for env {e.name!r}; allowed: "
-                          f"{', '.join(sorted(params))}")
+        raise ConfigError(
+            f"config key 'env.kwargs' has unknown {unknown} for env {e.name!r}; allowed: {', '.join(sorted(params))}"
+        )
     for key, allowed in argument_choices(e.name).items():
         value = e.kwargs.get(key)
         names = [value] if isinstance(value, str) else value
         if value is not None and not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
-            raise ConfigError(f"config key 'env.kwargs.{key}' must be a name or a list of names; allowed: "
-                              f"{', '.join(allowed)}")
+            raise ConfigError(
+                f"config key 'env.kwargs.{key}' must be a name or a list of names; allowed: {', '.join(allowed)}"
+            )
         bad = [n for n in names or [] if n not in allowed]
         if bad:
             raise ConfigError(f"config key 'env.kwargs.{key}' has unknown {bad}; allowed: {', '.join(allowed)}")
@@ -592,11 +694,28 @@ def save_config(cfg: Config, path: Path) -> None:
 # Keys whose change would make the run another run (its task stream, its weights' shapes): never changed mid-run.
 FIXED_KEYS = ("seed", "model.name", "model.lora", "env.name", "env.kwargs", "rollout.tasks_per_update")
 # Keys that say how long, or where, a run goes on, not what it computes: may change on every resume.
-FREE_KEYS = ("run_dir", "train.updates", "train.checkpoint_every", "train.keep_checkpoints", "env.workers",
-             "env.step_timeout", "model.activation_checkpointing", "model.offload_reference", "model.device", "dist.ray_address", "dist.train_processes", "generation.backend",
-             "generation.workers", "generation.gpu_memory_utilization", "generation.gpus_per_worker",
-             "logging.tensorboard", "logging.wandb.project", "logging.wandb.entity", "logging.wandb.mode",
-             "logging.wandb.episodes")
+FREE_KEYS = (
+    "run_dir",
+    "train.updates",
+    "train.checkpoint_every",
+    "train.keep_checkpoints",
+    "env.workers",
+    "env.step_timeout",
+    "model.activation_checkpointing",
+    "model.offload_reference",
+    "model.device",
+    "dist.ray_address",
+    "dist.train_processes",
+    "generation.backend",
+    "generation.workers",
+    "generation.gpu_memory_utilization",
+    "generation.gpus_per_worker",
+    "logging.tensorboard",
+    "logging.wandb.project",
+    "logging.wandb.entity",
+    "logging.wandb.mode",
+    "logging.wandb.episodes",
+)
 
 
 def flat(cfg: Config) -> dict[str, Any]:
@@ -636,9 +755,13 @@ def check_resume(cfg: Config, run_dir: Path, force: bool = False) -> bool:
     listing = "; ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in sorted(changed.items()))
     fixed = sorted(k for k in changed if k in FIXED_KEYS)
     if fixed:
-        raise ConfigError(f"run_dir {str(run_dir)!r} was started with another config, and {', '.join(fixed)} can never "
-                          f"change mid-run ({listing}); use a new run_dir")
+        raise ConfigError(
+            f"run_dir {str(run_dir)!r} was started with another config, and {', '.join(fixed)} can never "
+            f"change mid-run ({listing}); use a new run_dir"
+        )
     if not force:
-        raise ConfigError(f"run_dir {str(run_dir)!r} was started with another config ({listing}); re-run with --force "
-                          f"to continue under the new one, or use a new run_dir")
+        raise ConfigError(
+            f"run_dir {str(run_dir)!r} was started with another config ({listing}); re-run with --force "
+            f"to continue under the new one, or use a new run_dir"
+        )
     return True

@@ -1,4 +1,5 @@
 """Errors that stop a command with one clear message (the `seed` command prints it and exits 1), not a traceback."""
+
 from __future__ import annotations
 
 

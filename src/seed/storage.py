@@ -5,6 +5,7 @@
 truncated or altered file. `read_jsonl`: the rows of a JSON-lines file, skipping a torn trailing line (a write
 killed midway) or any undecodable line, and saying so.
 """
+
 from __future__ import annotations
 
 import hashlib

@@ -1,5 +1,6 @@
 """The data every layer passes around: one step's state, one step as a training sample, one episode. Plain
 dataclasses with no behaviour beyond (de)serialisation, so any layer may import them."""
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
@@ -19,11 +20,18 @@ class StepState:
     images: list[Any] = field(default_factory=list)
 
     @classmethod
-    def after(cls, env_name: str, obs, history: list[tuple[str, str]], history_length: int,
-              step_index: int) -> "StepState":
+    def after(
+        cls, env_name: str, obs, history: list[tuple[str, str]], history_length: int, step_index: int
+    ) -> StepState:
         """The state an agent sees at `obs`, with the last `history_length` (observation, action) pairs."""
-        return cls(env_name, obs.task, obs.text, list(obs.admissible),
-                   history[-history_length:] if history_length else [], step_index)
+        return cls(
+            env_name,
+            obs.task,
+            obs.text,
+            list(obs.admissible),
+            history[-history_length:] if history_length else [],
+            step_index,
+        )
 
 
 @dataclass

@@ -6,6 +6,7 @@ happens."), so only malformed responses are penalised.
 admissible: valid when the response holds exactly one of each pair and the action is admissible (case and
 surrounding whitespace ignored); anything else is a no-op step for the env.
 """
+
 from __future__ import annotations
 
 import re
@@ -31,7 +32,7 @@ def blocks(text: str, tag: str) -> list[str]:
         end = text.find(close_tag, start + len(open_tag))
         if end < 0:
             break
-        out.append(text[start + len(open_tag):end])
+        out.append(text[start + len(open_tag) : end])
         start = text.find(open_tag, end + len(close_tag))
     return out
 
@@ -65,7 +66,7 @@ def parse_format(response: str, admissible: list[str] | None) -> ParsedAction:
     start, end = low.find("<action>"), low.find("</action>")
     if start < 0 or end < start:
         return ParsedAction("", False, "no <action>...</action> pair")
-    action = " ".join(low[start + len("<action>"):end].split())
+    action = " ".join(low[start + len("<action>") : end].split())
     action = {a.lower(): a for a in admissible or []}.get(action, action)
     if "<think>" not in response or "</think>" not in response:
         return ParsedAction(action, False, "no <think>...</think> pair")

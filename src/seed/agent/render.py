@@ -3,6 +3,7 @@
 The teacher prompt is the student prompt with a skill block inserted right after the task line; nothing else
 differs, and the response token ids are the sampled ones in both cases (they are never re-tokenized).
 """
+
 from __future__ import annotations
 
 import re
@@ -38,12 +39,13 @@ def render_text(state: StepState, skill: str | None = None) -> str:
             f"Prior to this step, you have already taken {state.step_index} step(s). Below are the most recent "
             f"{len(state.history)} observations and the corresponding actions you took:\n{pairs}\n"
         )
-    lines.append(
-        f"You are now at step {state.step_index + 1} and your current observation is:\n{state.observation}\n"
-    )
+    lines.append(f"You are now at step {state.step_index + 1} and your current observation is:\n{state.observation}\n")
     if state.admissible:
-        lines.append("Your admissible actions of the current situation are: [" +
-                     ", ".join(f"'{a}'" for a in state.admissible) + "].\n")
+        lines.append(
+            "Your admissible actions of the current situation are: ["
+            + ", ".join(f"'{a}'" for a in state.admissible)
+            + "].\n"
+        )
     lines.append(ANSWER_FORMAT)
     return "\n".join(lines)
 
@@ -60,8 +62,9 @@ def render(state: StepState, tokenizer, skill: str | None = None) -> list[int]:
 def prompt_ids(tokenizer, user_text: str) -> list[int]:
     """A one-message chat as token ids, ending with the assistant turn's opening: every prompt the policy sees
     (an env step, an analysis request) goes through here."""
-    ids = tokenizer.apply_chat_template([{"role": "user", "content": user_text}], add_generation_prompt=True,
-                                        tokenize=True)
+    ids = tokenizer.apply_chat_template(
+        [{"role": "user", "content": user_text}], add_generation_prompt=True, tokenize=True
+    )
     return list(ids if isinstance(ids, list) else ids["input_ids"])  # newer transformers return a BatchEncoding
 
 

@@ -10,16 +10,26 @@ score (outcome minus the penalties of all its steps), normalised over the group'
 steps. GiGPO adds a step term over *anchor-state groups*: steps of one group whose observation is identical,
 compared through their discounted returns.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import torch
 
-__all__ = ["StepScores", "AdvantageParams", "group_normalise", "discounted_returns", "grpo_advantages",
-           "gigpo_advantages", "ADVANTAGES", "NORMS", "GROUPINGS"]
+__all__ = [
+    "StepScores",
+    "AdvantageParams",
+    "group_normalise",
+    "discounted_returns",
+    "grpo_advantages",
+    "gigpo_advantages",
+    "ADVANTAGES",
+    "NORMS",
+    "GROUPINGS",
+]
 
 NORMS = ("mean_std", "mean")
 GROUPINGS = ("steps", "episodes")
@@ -46,8 +56,9 @@ class AdvantageParams:
     gamma: float = 0.95  # GiGPO: discount of the step returns
 
 
-def group_normalise(scores: torch.Tensor, groups: Sequence[int], norm: str = "mean_std", eps: float = 1e-6,
-                    single: str = "zero") -> torch.Tensor:
+def group_normalise(
+    scores: torch.Tensor, groups: Sequence[int], norm: str = "mean_std", eps: float = 1e-6, single: str = "zero"
+) -> torch.Tensor:
     """Each score normalised by its group's mean (and unbiased std). A group holding one score gets
     `single` = "zero" (advantage 0) or "identity" (mean 0 and std 1, as the official code: the score itself)."""
     if norm not in NORMS:

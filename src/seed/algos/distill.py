@@ -12,10 +12,11 @@ opsd:      ungated on-policy distillation: per-token reward delta, loss = -delta
 skill_sd:  importance-weighted reverse KL: rho = exp(l_theta - l_old), loss = rho * sg(l_old - l_skill)
 opid:      no loss; A <- A + w * delta on the skill's tokens
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
@@ -78,13 +79,23 @@ def opid_shift(t: DistillTokens, p: DistillParams) -> DistillTerm:
 
 
 DISTILL_LOSSES: dict[str, Callable[[DistillTokens, DistillParams], DistillTerm]] = {
-    "seed": seed_loss, "opsd": opsd_loss, "positive": positive_loss, "skill_sd": skill_sd_loss, "opid": opid_shift,
+    "seed": seed_loss,
+    "opsd": opsd_loss,
+    "positive": positive_loss,
+    "skill_sd": skill_sd_loss,
+    "opid": opid_shift,
 }
 OPD_KINDS = tuple(k for k in DISTILL_LOSSES if k != "opid")  # the kinds that add a loss
 
 
-def opd_loss(logp: torch.Tensor, teacher_logp: torch.Tensor, mask: torch.Tensor, kind: str = "seed",
-             beta: float = 5.0, old_logp: torch.Tensor | None = None) -> tuple[torch.Tensor, dict[str, float]]:
+def opd_loss(
+    logp: torch.Tensor,
+    teacher_logp: torch.Tensor,
+    mask: torch.Tensor,
+    kind: str = "seed",
+    beta: float = 5.0,
+    old_logp: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, dict[str, float]]:
     """One distillation loss as a token-mean over its active tokens (0 when none is active), with its stats."""
     if kind not in OPD_KINDS:
         raise ValueError(f"unknown opd kind {kind!r}; allowed: {', '.join(OPD_KINDS)}")

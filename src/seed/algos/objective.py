@@ -8,6 +8,7 @@ token-means however the mini-batch was split. The stats are additive the same wa
 
 The paper writes beta for the KL coefficient too; here beta is only the SEED gate's sharpness (`DistillParams`).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
@@ -59,12 +60,13 @@ class LossStats:
     gate_sum: float = 0.0
     active_tokens: float = 0.0
 
-    def __add__(self, other: "LossStats") -> "LossStats":
+    def __add__(self, other: LossStats) -> LossStats:
         return LossStats(**{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)})
 
 
-def rl_objective(t: TokenTensors, p: ObjectiveParams, tokens: float, active_tokens: float
-                 ) -> tuple[torch.Tensor, LossStats]:
+def rl_objective(
+    t: TokenTensors, p: ObjectiveParams, tokens: float, active_tokens: float
+) -> tuple[torch.Tensor, LossStats]:
     """L for one micro-batch; `tokens` / `active_tokens`: the mini-batch's response / OPD-active token counts."""
     n, n_active = max(1.0, float(tokens)), max(1.0, float(active_tokens))
     adv, opd, distill_tokens = t.advantage, None, None
@@ -81,9 +83,14 @@ def rl_objective(t: TokenTensors, p: ObjectiveParams, tokens: float, active_toke
     entropy = masked_sum(t.entropy, t.mask) / n if t.entropy is not None else torch.zeros(())
     opd_loss = masked_sum(opd.loss, opd.active) / n_active if opd is not None else torch.zeros(())
     loss = pg + p.kl_coef * kl - p.entropy_coef * entropy + p.distill_coef * opd_loss
-    stats = LossStats(loss=loss.item(), pg_loss=pg.item(), kl=kl.item(), entropy=entropy.item(),
-                      **{k: masked_sum(v, t.mask).item() / n for k, v in indicators.items()},
-                      opd_loss=opd_loss.item())
+    stats = LossStats(
+        loss=loss.item(),
+        pg_loss=pg.item(),
+        kl=kl.item(),
+        entropy=entropy.item(),
+        **{k: masked_sum(v, t.mask).item() / n for k, v in indicators.items()},
+        opd_loss=opd_loss.item(),
+    )
     if opd is not None and opd.active.sum() > 0:
         delta = delta_of(distill_tokens)
         gate = torch.sigmoid(p.distill_params.beta * delta)

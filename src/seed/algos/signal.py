@@ -10,6 +10,7 @@ everywhere, and L_OPD is then self-imitation at half weight.
 The gate sigmoid(beta * delta) is above 0.5 exactly where delta > 0 (beta > 0), so "gate open" is that share.
 Every sum is additive over micro-batches and ranks; the AUC is computed from per-sample scores.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -3,6 +3,7 @@
 An env registers itself with `@register(name, description)` when its module is imported. The package's own are
 listed here; other packages add theirs under the `seed.envs` entry-point group (the module that registers them).
 """
+
 from seed.envs.base import ENV_SPLITS, Env, Obs, available, intro, make, register
 
 BUILTIN_MODULES = ("seed.envs.sokoban", "seed.envs.alfworld.env")

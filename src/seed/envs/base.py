@@ -3,17 +3,29 @@
 Envs know nothing about models: they take an action string and return text. An action that is not admissible
 is a no-op step with `info["valid"] = False`; deciding what the *model* said is the agent's job (seed.agent).
 """
+
 from __future__ import annotations
 
 import functools
 import inspect
 import math
 import numbers
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["Obs", "Env", "register", "make", "available", "intro", "argument_choices", "constructor_parameters",
-           "checked_result", "ENV_SPLITS"]
+__all__ = [
+    "Obs",
+    "Env",
+    "register",
+    "make",
+    "available",
+    "intro",
+    "argument_choices",
+    "constructor_parameters",
+    "checked_result",
+    "ENV_SPLITS",
+]
 
 ENV_SPLITS = ("train", "valid_seen", "valid_unseen")
 

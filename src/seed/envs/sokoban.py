@@ -3,6 +3,7 @@
 Rooms are made by reverse play: boxes start on their targets and the player *pulls* them away, so every room is
 solvable by construction. The same (split, seed) always gives the same room.
 """
+
 from __future__ import annotations
 
 import random
@@ -58,7 +59,9 @@ class SokobanRoom:
         return "\n".join(rows)
 
 
-def generate_room(seed: int, size: int = 6, num_boxes: int = 1, reverse_steps: int = 12, max_tries: int = 200) -> SokobanRoom:
+def generate_room(
+    seed: int, size: int = 6, num_boxes: int = 1, reverse_steps: int = 12, max_tries: int = 200
+) -> SokobanRoom:
     """Random walls inside a border, boxes on targets, then random reverse moves (pulls)."""
     rng = random.Random(seed)
     for _ in range(max_tries):
@@ -114,8 +117,9 @@ def _offset(cell: tuple, origin: tuple, name: str = "you") -> str:
     """'2 steps up and 1 step left from you': where `cell` is, seen from `origin`."""
     dr, dc = cell[0] - origin[0], cell[1] - origin[1]
     steps = lambda n, word: f"{abs(n)} step{'s' if abs(n) > 1 else ''} {word}"  # noqa: E731
-    parts = (([steps(dr, "down" if dr > 0 else "up")] if dr else [])
-             + ([steps(dc, "right" if dc > 0 else "left")] if dc else []))
+    parts = ([steps(dr, "down" if dr > 0 else "up")] if dr else []) + (
+        [steps(dc, "right" if dc > 0 else "left")] if dc else []
+    )
     return f"{' and '.join(parts)} from {name}" if parts else f"at the same place as {name}"
 
 
@@ -130,9 +134,15 @@ class SokobanEnv:
 
     def _obs(self) -> Obs:
         assert self.room is not None
-        task = f"push {'the box' if self.num_boxes == 1 else 'every box'} onto {'the target' if self.num_boxes == 1 else 'a target'}"
-        return Obs(text=f"{LEGEND}\n{self.room.render()}\n{self._positions()}", task=task, admissible=list(MOVES), won=self.room.solved(),
-                   task_type="sokoban")
+        one = self.num_boxes == 1
+        task = f"push {'the box' if one else 'every box'} onto {'the target' if one else 'a target'}"
+        return Obs(
+            text=f"{LEGEND}\n{self.room.render()}\n{self._positions()}",
+            task=task,
+            admissible=list(MOVES),
+            won=self.room.solved(),
+            task_type="sokoban",
+        )
 
     def _positions(self) -> str:
         """The grid in words, relative to the player (and the target relative to the box).
@@ -147,8 +157,10 @@ class SokobanEnv:
                 lines.append(f"A box at {_offset(box, room.player)} is on a target.")
                 continue
             free = sorted(room.targets - room.boxes, key=lambda t: abs(t[0] - box[0]) + abs(t[1] - box[1]))
-            lines.append(f"The box is {_offset(box, room.player)}; the nearest free target is "
-                         f"{_offset(free[0], box, 'the box')}.")
+            lines.append(
+                f"The box is {_offset(box, room.player)}; the nearest free target is "
+                f"{_offset(free[0], box, 'the box')}."
+            )
         return " ".join(lines)
 
     def reset(self, seed: int) -> Obs:

@@ -3,6 +3,7 @@
 Sequences that finish (EOS or a stop string) leave the decoding batch at once: their rows are dropped from the
 KV cache, so no forward pass is spent on them.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -13,11 +14,15 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
-
 from transformers.cache_utils import DynamicCache, DynamicLayer
 
-from seed.models.batching import common_prefix_length, distinct_rows, length_buckets, prefix_stages, \
-    prompt_sharing_batches
+from seed.models.batching import (
+    common_prefix_length,
+    distinct_rows,
+    length_buckets,
+    prefix_stages,
+    prompt_sharing_batches,
+)
 from seed.models.kv_cache import merge_left_padded, reserve_decode_cache
 from seed.models.load import autocast_dtype
 from seed.models.token_logps import head_token_logps
@@ -109,7 +114,7 @@ class HFBackend:
     def generate(self, prompts: list[list[int]], sampling: Sampling, batch_size: int = 64) -> list[Generation]:
         out: list[Generation] = []
         for i in range(0, len(prompts), batch_size):
-            out.extend(self._generate_batch(prompts[i:i + batch_size], sampling))
+            out.extend(self._generate_batch(prompts[i : i + batch_size], sampling))
         return out
 
     def _generate_batch(self, prompts: list[list[int]], sampling: Sampling) -> list[Generation]:
@@ -121,7 +126,9 @@ class HFBackend:
         gen_ids: list[list[int]] = [[] for _ in range(n)]
         gen_logps: list[list[float]] = [[] for _ in range(n)]
         stopped = [False] * n
-        eos = {tok.eos_token_id} | ({model.config.eos_token_id} if isinstance(model.config.eos_token_id, int) else set())
+        eos = {tok.eos_token_id} | (
+            {model.config.eos_token_id} if isinstance(model.config.eos_token_id, int) else set()
+        )
         if self.prefill_padding is not None and _full_attention_only(model):
             alive, cache, logits, attn = self._shared_prefill(model, prompts, sampling.max_new_tokens)
         else:  # one left-padded prefill of every row
@@ -132,7 +139,7 @@ class HFBackend:
             width = max(lengths)
             attn = torch.zeros((n, width), dtype=torch.long, device=self.device)
             for r in range(n):  # left padding
-                attn[r, width - lengths[r]:] = 1
+                attn[r, width - lengths[r] :] = 1
         next_pos = torch.tensor([lengths[r] for r in alive], device=self.device)
         cache_kw = _cache_keyword(model)
         for _ in range(sampling.max_new_tokens):
@@ -166,14 +173,21 @@ class HFBackend:
                 alive = [alive[b] for b in keep]
             attn = torch.cat([attn, torch.ones((len(alive), 1), dtype=attn.dtype, device=self.device)], dim=1)
             with self.autocast():
-                res = model(input_ids=nxt[:, None], attention_mask=attn, position_ids=next_pos[:, None],
-                            use_cache=True, **{cache_kw: cache})
+                res = model(
+                    input_ids=nxt[:, None],
+                    attention_mask=attn,
+                    position_ids=next_pos[:, None],
+                    use_cache=True,
+                    **{cache_kw: cache},
+                )
             cache, logits = _cache_of(res), res.logits[:, -1, :].float()
             next_pos = next_pos + 1
         if was_training:
             model.train()
-        return [Generation(gen_ids[r], gen_logps[r], tok.decode(gen_ids[r], skip_special_tokens=True), stopped[r])
-                for r in range(n)]
+        return [
+            Generation(gen_ids[r], gen_logps[r], tok.decode(gen_ids[r], skip_special_tokens=True), stopped[r])
+            for r in range(n)
+        ]
 
     def _shared_prefill(self, model, prompts: list[list[int]], extra_tokens: int):
         """Prefill without repeated work, for a decode batch: identical prompts run once (a group's episodes start
@@ -208,8 +222,8 @@ class HFBackend:
         attn = torch.zeros((len(order), width), dtype=torch.long, device=self.device)
         row_width = [w for bucket, w in zip(buckets, widths) for _ in bucket]
         for j, u in enumerate(order):
-            attn[j, width - row_width[j]:width - row_width[j] + shared] = 1
-            attn[j, width - rest[u]:] = 1
+            attn[j, width - row_width[j] : width - row_width[j] + shared] = 1
+            attn[j, width - rest[u] :] = 1
         position = {u: j for j, u in enumerate(order)}
         alive = sorted(range(len(prompts)), key=lambda r: position[of_row[r]])
         rows = [position[of_row[r]] for r in alive]
@@ -229,8 +243,8 @@ class HFBackend:
         input_ids = torch.full((len(prompts), width), self.tokenizer.pad_token_id, dtype=torch.long)
         attn = torch.zeros((len(prompts), width), dtype=torch.long)
         for r, p in enumerate(prompts):
-            input_ids[r, width - len(p):] = torch.tensor(p)
-            attn[r, width - len(p):] = 1
+            input_ids[r, width - len(p) :] = torch.tensor(p)
+            attn[r, width - len(p) :] = 1
         input_ids, attn = input_ids.to(self.device), attn.to(self.device)
         position_ids = shared + (attn.cumsum(-1) - 1).clamp_min(0)
         cache = {}
@@ -238,8 +252,7 @@ class HFBackend:
             attn = torch.cat([torch.ones((len(prompts), shared), dtype=attn.dtype, device=self.device), attn], dim=1)
             cache = {_cache_keyword(decoder): prefix}
         with self.autocast():
-            res = decoder(input_ids=input_ids, attention_mask=attn, position_ids=position_ids, use_cache=True,
-                          **cache)
+            res = decoder(input_ids=input_ids, attention_mask=attn, position_ids=position_ids, use_cache=True, **cache)
             # the head sees a contiguous copy of the last positions: given the strided slice (what the model's own
             # `logits_to_keep=1` passes), a bf16 linear on CPU computes the logits of every prompt position
             logits = model.get_output_embeddings()(res.last_hidden_state[:, -1, :].contiguous())
@@ -287,19 +300,23 @@ class HFBackend:
             if max(len(responses[b]) for b in rows) > 1:
                 index = torch.tensor(of_row, device=self.device)
                 cache.batch_select_indices(index)
-                rest, _, _, _ = self._extend(decoder, [responses[b][:-1] for b in rows], cache, attn[index],
-                                             lens[index])
-            picked = torch.cat([torch.cat([first[j:j + 1]] + ([] if rest is None else
-                                                             [rest[j, :len(responses[b]) - 1]]))
-                                for j, b in enumerate(rows)])
+                rest, _, _, _ = self._extend(
+                    decoder, [responses[b][:-1] for b in rows], cache, attn[index], lens[index]
+                )
+            picked = torch.cat(
+                [
+                    torch.cat([first[j : j + 1]] + ([] if rest is None else [rest[j, : len(responses[b]) - 1]]))
+                    for j, b in enumerate(rows)
+                ]
+            )
             targets = torch.tensor([t for b in rows for t in responses[b]], device=self.device, dtype=torch.long)
             tok_lp, tok_ent = head_token_logps(self.model.get_output_embeddings(), picked, targets, with_entropy)
         offset = 0
         for b in rows:
             k = len(responses[b])
-            logps[b, :k] = tok_lp[offset:offset + k]
+            logps[b, :k] = tok_lp[offset : offset + k]
             if with_entropy:
-                ent[b, :k] = tok_ent[offset:offset + k]
+                ent[b, :k] = tok_ent[offset : offset + k]
             mask[b, :k] = 1
             offset += k
         return logps, mask, ent
@@ -317,8 +334,8 @@ class HFBackend:
         ids = torch.full((n, width), self.tokenizer.pad_token_id, dtype=torch.long)
         attn = torch.zeros((n, width), dtype=torch.long)
         for b, q in enumerate(seqs):
-            ids[b, :len(q)] = torch.tensor(q, dtype=torch.long)
-            attn[b, :len(q)] = 1
+            ids[b, : len(q)] = torch.tensor(q, dtype=torch.long)
+            attn[b, : len(q)] = 1
         ids, attn = ids.to(self.device), attn.to(self.device)
         with self.autocast():
             logits = self.model(input_ids=ids, attention_mask=attn).logits
@@ -344,18 +361,25 @@ class HFBackend:
         ids = torch.full((len(segments), width), self.tokenizer.pad_token_id, dtype=torch.long)
         new_attn = torch.zeros((len(segments), width), dtype=torch.long)
         for b, seg in enumerate(segments):
-            ids[b, :len(seg)] = torch.tensor(seg, dtype=torch.long)
-            new_attn[b, :len(seg)] = 1
+            ids[b, : len(seg)] = torch.tensor(seg, dtype=torch.long)
+            new_attn[b, : len(seg)] = 1
         ids, new_attn = ids.to(self.device), new_attn.to(self.device)
         start = lens if lens is not None else torch.zeros(len(segments), dtype=torch.long, device=self.device)
         positions = start[:, None] + torch.arange(width, device=self.device)[None, :]
         attn = new_attn if attn is None else torch.cat([attn, new_attn], dim=1)
-        out = decoder(input_ids=ids, attention_mask=attn, position_ids=positions, use_cache=True,
-                      **({_cache_keyword(decoder): cache} if cache is not None else {}))
+        out = decoder(
+            input_ids=ids,
+            attention_mask=attn,
+            position_ids=positions,
+            use_cache=True,
+            **({_cache_keyword(decoder): cache} if cache is not None else {}),
+        )
         return out.last_hidden_state, _cache_of(out), attn, start + new_attn.sum(1)
 
     @torch.no_grad()
-    def logprobs(self, prompts: list[list[int]], responses: list[list[int]], token_budget: int = 8192) -> list[list[float]]:
+    def logprobs(
+        self, prompts: list[list[int]], responses: list[list[int]], token_budget: int = 8192
+    ) -> list[list[float]]:
         """No-grad per-token log-probs, batched by token budget (used for reference and teacher scoring).
 
         A (prompt, response) pair that occurs more than once is scored once: a group's rollouts often take the
@@ -372,7 +396,7 @@ class HFBackend:
             for chunk in prompt_sharing_batches(uniq_prompts, uniq_responses, token_budget):
                 lp, _, _ = self.forward_logps([uniq_prompts[i] for i in chunk], [uniq_responses[i] for i in chunk])
                 for j, i in enumerate(chunk):
-                    scored[i] = lp[j, :len(uniq_responses[i])].tolist()
+                    scored[i] = lp[j, : len(uniq_responses[i])].tolist()
         if was_training:
             self.model.train()
         return [list(scored[k]) for k in of_pair]
@@ -382,8 +406,12 @@ def low_precision_copy(model, dtype: torch.dtype):
     """A frozen copy of `model` with every floating tensor in `dtype`, cast parameter by parameter: the copy never
     holds a second full-precision model, which `deepcopy(model).to(dtype)` does for a moment. Tied parameters stay
     tied (one cast each); frozen parameters already in `dtype` are shared with the copy, not duplicated."""
-    memo = {id(p): p if p.dtype == dtype and not p.requires_grad else
-            torch.nn.Parameter(p.detach().to(dtype), requires_grad=False) for p in model.parameters()}
+    memo = {
+        id(p): p
+        if p.dtype == dtype and not p.requires_grad
+        else torch.nn.Parameter(p.detach().to(dtype), requires_grad=False)
+        for p in model.parameters()
+    }
     return copy.deepcopy(model, memo).to(dtype).eval()
 
 
@@ -402,8 +430,11 @@ def _replace_parameters(model, keep, device) -> bool:
     """Each parameter that `keep` does not accept becomes an empty one of its shape on `device`; a parameter tied
     to several modules stays one parameter. True if any was replaced."""
     old = list(model.parameters())  # alive until the end: their ids stay unique
-    new = {id(p): torch.nn.Parameter(torch.empty_like(p, device=device), requires_grad=p.requires_grad)
-           for p in old if not keep(p)}
+    new = {
+        id(p): torch.nn.Parameter(torch.empty_like(p, device=device), requires_grad=p.requires_grad)
+        for p in old
+        if not keep(p)
+    }
     for module in model.modules():
         for name, p in module._parameters.items():
             if p is not None and id(p) in new:
@@ -420,8 +451,11 @@ def store_frozen_linears_in(model, dtype: torch.dtype) -> None:
     (its lookup is not autocast), and so does an LM head tied to it."""
     tied = id(model.get_input_embeddings().weight)
     for layer in model.modules():
-        if isinstance(layer, torch.nn.Linear) and id(layer.weight) != tied \
-                and not any(p.requires_grad for p in layer.parameters()):
+        if (
+            isinstance(layer, torch.nn.Linear)
+            and id(layer.weight) != tied
+            and not any(p.requires_grad for p in layer.parameters())
+        ):
             layer.to(dtype)
 
 

@@ -1,5 +1,6 @@
 """How rows are grouped for the backend: length buckets for prefill, prefix stages and token-budget micro-batches
 for scoring. Pure functions of token ids and lengths."""
+
 from __future__ import annotations
 
 
@@ -19,8 +20,9 @@ def length_buckets(lengths: list[int], max_padding: float = 0.1) -> list[list[in
     return groups
 
 
-def prefix_stages(uniq: list[list[int]], shared: int,
-                   min_gain: int | None = 16) -> list[tuple[list[list[int]], list[int]]]:
+def prefix_stages(
+    uniq: list[list[int]], shared: int, min_gain: int | None = 16
+) -> list[tuple[list[list[int]], list[int]]]:
     """The segments `forward_logps` runs, stage by stage, each row with the index of the previous stage's row it
     continues: the common prefix (one row); then, where prompts fall into groups sharing at least `min_gain`
     more tokens (None: never), each group's extra prefix (one row per group, empty for prompts in no group);
@@ -46,8 +48,8 @@ def prefix_stages(uniq: list[list[int]], shared: int,
                 ends[m] = end
         for m in members:
             group_of[m] = gi
-    stages.append(([uniq[g[0]][shared:ends[g[0]]] for g in groups], [0] * len(groups)))
-    stages.append(([p[ends[u]:] for u, p in enumerate(uniq)], group_of))
+    stages.append(([uniq[g[0]][shared : ends[g[0]]] for g in groups], [0] * len(groups)))
+    stages.append(([p[ends[u] :] for u, p in enumerate(uniq)], group_of))
     return stages
 
 

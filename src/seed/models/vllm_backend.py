@@ -5,6 +5,7 @@ workers only. The engine runs in the worker's process (V1 multiprocessing off) s
 in place after every update. Token ids go in and come out: nothing is re-tokenized, so student, teacher and
 trainer see the same tokens. Sampled-token log-probs are vLLM's raw (temperature-1) log-probs, as HFBackend's.
 """
+
 from __future__ import annotations
 
 import os
@@ -16,42 +17,62 @@ def _require_vllm():
     try:
         import vllm
     except ImportError as exc:
-        raise ImportError("generation.backend = 'vllm' needs vLLM on a GPU machine: pip install vllm "
-                          "(match its torch version); allowed without it: hf") from exc
+        raise ImportError(
+            "generation.backend = 'vllm' needs vLLM on a GPU machine: pip install vllm "
+            "(match its torch version); allowed without it: hf"
+        ) from exc
     return vllm
 
 
 class VLLMBackend:
-    def __init__(self, model_path: str, tokenizer, seed: int = 0, gpu_memory_utilization: float = 0.3,
-                 max_model_len: int = 4096, dtype: str = "bfloat16"):
+    def __init__(
+        self,
+        model_path: str,
+        tokenizer,
+        seed: int = 0,
+        gpu_memory_utilization: float = 0.3,
+        max_model_len: int = 4096,
+        dtype: str = "bfloat16",
+    ):
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         vllm = _require_vllm()
         from seed.models.load import resolve_model_path
 
         self.vllm, self.tokenizer = vllm, tokenizer
-        self.llm = vllm.LLM(model=str(resolve_model_path(model_path)), seed=seed, dtype=dtype,
-                            gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
-                            enable_prefix_caching=True)
+        self.llm = vllm.LLM(
+            model=str(resolve_model_path(model_path)),
+            seed=seed,
+            dtype=dtype,
+            gpu_memory_utilization=gpu_memory_utilization,
+            max_model_len=max_model_len,
+            enable_prefix_caching=True,
+        )
 
     def generate(self, prompts: list[list[int]], sampling: Sampling, batch_size: int = 64) -> list[Generation]:
         params = self.vllm.SamplingParams(
-            temperature=0.0 if sampling.greedy else sampling.temperature, max_tokens=sampling.max_new_tokens,
-            stop=list(sampling.stop) or None, logprobs=0, include_stop_str_in_output=True)
+            temperature=0.0 if sampling.greedy else sampling.temperature,
+            max_tokens=sampling.max_new_tokens,
+            stop=list(sampling.stop) or None,
+            logprobs=0,
+            include_stop_str_in_output=True,
+        )
         outs = self.llm.generate([{"prompt_token_ids": p} for p in prompts], params, use_tqdm=False)
         gens = []
         for out in outs:
             o = out.outputs[0]
             ids = [t for t in o.token_ids if sampling.keep_eos or t != self.tokenizer.eos_token_id]
-            logps = [step[t].logprob for t, step in zip(o.token_ids, o.logprobs or [])][:len(ids)]
-            gens.append(Generation(ids, logps, self.tokenizer.decode(ids, skip_special_tokens=True),
-                                   o.finish_reason == "stop"))
+            logps = [step[t].logprob for t, step in zip(o.token_ids, o.logprobs or [])][: len(ids)]
+            gens.append(
+                Generation(ids, logps, self.tokenizer.decode(ids, skip_special_tokens=True), o.finish_reason == "stop")
+            )
         return gens
 
     def logprobs(self, prompts: list[list[int]], responses: list[list[int]], token_budget: int = 8192):
         """Per-token log-probs of each response after its prompt (prefix caching shares repeated prompts)."""
         params = self.vllm.SamplingParams(max_tokens=1, prompt_logprobs=0, temperature=1.0)
-        outs = self.llm.generate([{"prompt_token_ids": p + r} for p, r in zip(prompts, responses)], params,
-                                 use_tqdm=False)
+        outs = self.llm.generate(
+            [{"prompt_token_ids": p + r} for p, r in zip(prompts, responses)], params, use_tqdm=False
+        )
         result = []
         for p, r, out in zip(prompts, responses, outs):
             table = out.prompt_logprobs  # one dict per position (None for the first)

@@ -1,4 +1,5 @@
 """`seed report RUN_DIR`: what a run did, per update, and where the skills shifted the policy most."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -6,15 +7,25 @@ from pathlib import Path
 from seed.storage import read_jsonl
 from seed.train.metrics import read_metrics
 
-COLUMNS = (("update", "update", "{:>6}"), ("rollout/success", "success", "{:>8.3f}"),
-           ("rollout/invalid_rate", "invalid", "{:>8.3f}"), ("distill/parse_rate", "parse", "{:>7.3f}"),
-           ("distill/skill_words", "words", "{:>7.1f}"), ("distill/delta_mean", "Δ mean", "{:>8.3f}"),
-           ("distill/gate_mean", "gate", "{:>7.3f}"), ("distill/active_token_share", "active", "{:>7.3f}"),
-           ("teacher/action/delta", "Δ act", "{:>8.3f}"), ("teacher/rest/delta", "Δ rest", "{:>8.3f}"),
-           ("teacher/action/gate_open", "open", "{:>7.3f}"), ("teacher/skill_lift", "lift", "{:>8.3f}"),
-           ("teacher/agree_auc", "auc", "{:>7.3f}"),
-           ("time/rollout", "t_roll", "{:>7.1f}"), ("time/analysis", "t_anal", "{:>7.1f}"),
-           ("time/rescore", "t_resc", "{:>7.1f}"), ("time/update", "t_upd", "{:>7.1f}"))
+COLUMNS = (
+    ("update", "update", "{:>6}"),
+    ("rollout/success", "success", "{:>8.3f}"),
+    ("rollout/invalid_rate", "invalid", "{:>8.3f}"),
+    ("distill/parse_rate", "parse", "{:>7.3f}"),
+    ("distill/skill_words", "words", "{:>7.1f}"),
+    ("distill/delta_mean", "Δ mean", "{:>8.3f}"),
+    ("distill/gate_mean", "gate", "{:>7.3f}"),
+    ("distill/active_token_share", "active", "{:>7.3f}"),
+    ("teacher/action/delta", "Δ act", "{:>8.3f}"),
+    ("teacher/rest/delta", "Δ rest", "{:>8.3f}"),
+    ("teacher/action/gate_open", "open", "{:>7.3f}"),
+    ("teacher/skill_lift", "lift", "{:>8.3f}"),
+    ("teacher/agree_auc", "auc", "{:>7.3f}"),
+    ("time/rollout", "t_roll", "{:>7.1f}"),
+    ("time/analysis", "t_anal", "{:>7.1f}"),
+    ("time/rescore", "t_resc", "{:>7.1f}"),
+    ("time/update", "t_upd", "{:>7.1f}"),
+)
 
 
 def update_table(run_dir: Path) -> str:

@@ -4,6 +4,7 @@
 port, websocket library or driver binary is needed. Console errors and uncaught exceptions are collected as they
 arrive, so a test can assert that the page rendered without any.
 """
+
 from __future__ import annotations
 
 import base64
@@ -38,26 +39,39 @@ class Browser:
         self.errors: list[str] = []  # console errors and uncaught exceptions, as text
         self._next_id, self._buffer, self._session = 0, b"", None
 
-    def __enter__(self) -> "Browser":
+    def __enter__(self) -> Browser:
         self._profile = tempfile.TemporaryDirectory(prefix="seed-chromium-")
         to_browser_r, self._to_browser = os.pipe()
         self._from_browser, from_browser_w = os.pipe()
-        args = [self.executable, "--headless=new", "--remote-debugging-pipe", "--no-sandbox", "--disable-gpu",
-                "--no-first-run", "--no-default-browser-check", "--disable-extensions", "--hide-scrollbars",
-                f"--user-data-dir={self._profile.name}", f"--window-size={self.size[0]},{self.size[1]}"]
+        args = [
+            self.executable,
+            "--headless=new",
+            "--remote-debugging-pipe",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--no-default-browser-check",
+            "--disable-extensions",
+            "--hide-scrollbars",
+            f"--user-data-dir={self._profile.name}",
+            f"--window-size={self.size[0]},{self.size[1]}",
+        ]
+
         def on_fds_3_and_4():  # in the child, before exec: the pipe ends where the browser expects them
             high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in (to_browser_r, from_browser_w)]
             os.dup2(high[0], 3)
             os.dup2(high[1], 4)
 
         # close_fds=False: Python's own descriptors are not inheritable (PEP 446), the two dup2 copies are
-        self._proc = subprocess.Popen(args, preexec_fn=on_fds_3_and_4, close_fds=False,
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self._proc = subprocess.Popen(
+            args, preexec_fn=on_fds_3_and_4, close_fds=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         os.close(to_browser_r)
         os.close(from_browser_w)
         target = self.send("Target.createTarget", {"url": "about:blank"}, browser=True)["targetId"]
-        self._session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True},
-                                  browser=True)["sessionId"]
+        self._session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True}, browser=True)[
+            "sessionId"
+        ]
         for domain in ("Page", "Runtime", "Log"):
             self.send(f"{domain}.enable")
         return self
@@ -115,8 +129,7 @@ class Browser:
     # -- page
     def evaluate(self, expression: str):
         """The value of a JavaScript expression in the page (promises awaited)."""
-        result = self.send("Runtime.evaluate", {"expression": expression, "returnByValue": True,
-                                                "awaitPromise": True})
+        result = self.send("Runtime.evaluate", {"expression": expression, "returnByValue": True, "awaitPromise": True})
         if "exceptionDetails" in result:
             raise BrowserError(f"{expression!r} threw: {result['exceptionDetails'].get('text')}")
         return result.get("result", {}).get("value")
@@ -143,7 +156,9 @@ class Browser:
     def screenshot(self, out: Path, full_page: bool = False) -> Path:
         params = {"format": "png", "captureBeyondViewport": full_page}
         if full_page:
-            width, height = self.evaluate("[document.documentElement.scrollWidth, document.documentElement.scrollHeight]")
+            width, height = self.evaluate(
+                "[document.documentElement.scrollWidth, document.documentElement.scrollHeight]"
+            )
             params["clip"] = {"x": 0, "y": 0, "width": width, "height": height, "scale": 1}
         Path(out).write_bytes(base64.b64decode(self.send("Page.captureScreenshot", params)["data"]))
         return Path(out)

@@ -6,6 +6,7 @@ it; the prompts are re-rendered with the one prompt renderer, so the page shows 
 read. Each update's episodes are stored gzip-compressed and base64-encoded in their own block and unpacked by the
 browser only when that update is opened, so a run of hundreds of updates still opens at once, from disk, offline.
 """
+
 from __future__ import annotations
 
 import base64
@@ -17,10 +18,10 @@ from pathlib import Path
 
 from seed.agent import action_token_mask, render_messages
 from seed.config import load_config
-from seed.types import StepState
 from seed.skills.analyzer import step_skill_text
 from seed.storage import atomic_write_text, read_jsonl
 from seed.train.metrics import read_metrics
+from seed.types import StepState
 
 TEMPLATE = Path(__file__).with_name("viewer.html")
 _UPDATE_FILE = re.compile(r"update_(\d+)\.jsonl$")
@@ -47,18 +48,28 @@ def _prompt_views(tokenizer, state: StepState, skill: str | None) -> dict:
         return {"prompt": student}
     teacher = _prompt_text(tokenizer, state, skill)
     at = next((i for i, (a, b) in enumerate(zip(student, teacher)) if a != b), len(student))
-    return {"prompt": student, "skill_at": at, "skill_block": teacher[at:at + len(teacher) - len(student)]}
+    return {"prompt": student, "skill_at": at, "skill_block": teacher[at : at + len(teacher) - len(student)]}
 
 
 def _step_view(tokenizer, step: dict, skill: str | None) -> dict:
     tokens = [tokenizer.decode([t]) for t in step["response_ids"]]
     teacher = step.get("teacher_logps")
     scored_skill = skill if teacher is not None else None
-    view = {"index": step["step_index"], "observation": step["state"]["observation"], "tokens": tokens,
-            "action_tokens": action_token_mask(tokens), "logp": _round(step["rollout_logps"]),
-            "teacher_logp": _round(teacher), "response": step["response_text"], "action": step["action"],
-            "valid": step["valid"], "reward": step["reward"], "advantage": step.get("advantage"),
-            "expert_action": step.get("expert_action"), "truncated_prompt": step.get("truncated_prompt", False)}
+    view = {
+        "index": step["step_index"],
+        "observation": step["state"]["observation"],
+        "tokens": tokens,
+        "action_tokens": action_token_mask(tokens),
+        "logp": _round(step["rollout_logps"]),
+        "teacher_logp": _round(teacher),
+        "response": step["response_text"],
+        "action": step["action"],
+        "valid": step["valid"],
+        "reward": step["reward"],
+        "advantage": step.get("advantage"),
+        "expert_action": step.get("expert_action"),
+        "truncated_prompt": step.get("truncated_prompt", False),
+    }
     state = StepState(**{k: v for k, v in step["state"].items() if k != "images"})
     view.update(_prompt_views(tokenizer, state, scored_skill))
     return view
@@ -66,19 +77,35 @@ def _step_view(tokenizer, step: dict, skill: str | None) -> dict:
 
 def _action_delta(steps: list[dict]) -> float | None:
     """Mean Δ over the episode's action tokens (None where the teacher scored none): the browser's sort key."""
-    deltas = [t - lp for s in steps if s["teacher_logp"] is not None
-              for t, lp, is_action in zip(s["teacher_logp"], s["logp"], s["action_tokens"]) if is_action]
+    deltas = [
+        t - lp
+        for s in steps
+        if s["teacher_logp"] is not None
+        for t, lp, is_action in zip(s["teacher_logp"], s["logp"], s["action_tokens"])
+        if is_action
+    ]
     return round(sum(deltas) / len(deltas), 4) if deltas else None
 
 
 def episode_view(tokenizer, episode: dict) -> dict:
     skill = episode.get("skill")
     step_skills = {int(k): v for k, v in (episode.get("step_skills") or {}).items()}
-    steps = [_step_view(tokenizer, s, step_skill_text(skill, step_skills.get(s["step_index"])) if skill else None)
-             for s in episode["steps"]]
-    return {"id": episode["episode_id"], "group": episode["group_id"], "task": episode["task"],
-            "won": episode["won"], "score": episode["score"], "skill": skill, "analysis": episode.get("analysis"),
-            "error": episode.get("error"), "action_delta": _action_delta(steps), "steps": steps}
+    steps = [
+        _step_view(tokenizer, s, step_skill_text(skill, step_skills.get(s["step_index"])) if skill else None)
+        for s in episode["steps"]
+    ]
+    return {
+        "id": episode["episode_id"],
+        "group": episode["group_id"],
+        "task": episode["task"],
+        "won": episode["won"],
+        "score": episode["score"],
+        "skill": skill,
+        "analysis": episode.get("analysis"),
+        "error": episode.get("error"),
+        "action_delta": _action_delta(steps),
+        "steps": steps,
+    }
 
 
 def update_files(run_dir: Path) -> dict[int, Path]:
@@ -110,8 +137,16 @@ def _evals(run_dir: Path, metrics: list[dict]) -> list[dict]:
         for split, result in (_read_json(path) or {}).items():
             overall = result.get("overall", {}) if isinstance(result, dict) else {}
             if "success" in overall:
-                rows.append({"label": label, "update": update, "split": split, "success": overall["success"],
-                             "se": overall.get("se", 0.0), "n": overall.get("n")})
+                rows.append(
+                    {
+                        "label": label,
+                        "update": update,
+                        "split": split,
+                        "success": overall["success"],
+                        "se": overall.get("se", 0.0),
+                        "n": overall.get("n"),
+                    }
+                )
     return rows
 
 
@@ -122,9 +157,16 @@ def overview(run_dir: Path) -> dict:
     skills = read_jsonl(run_dir / "skills.jsonl") if (run_dir / "skills.jsonl").exists() else []
     stages = {p.stem: _read_json(p) for p in sorted(run_dir.glob("stage_*.json"))}
     beta = load_config(run_dir / "config.yaml").distill.beta  # the gate shown on hover is the update's gate
-    return {"run_dir": str(run_dir), "config": config_text, "summary": _read_json(run_dir / "summary.json"),
-            "stages": stages, "metrics": metrics, "evals": _evals(run_dir, metrics), "skills": skills,
-            "beta": beta}
+    return {
+        "run_dir": str(run_dir),
+        "config": config_text,
+        "summary": _read_json(run_dir / "summary.json"),
+        "stages": stages,
+        "metrics": metrics,
+        "evals": _evals(run_dir, metrics),
+        "skills": skills,
+        "beta": beta,
+    }
 
 
 def _packed(payload: dict) -> str:

@@ -3,11 +3,12 @@
 Each task seed gets G episodes that share its initial state. At every turn only the episodes that are still
 running are rendered and sent to the backend: a finished episode leaves the generation batch at once.
 """
+
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from seed.agent import left_truncate, parse_action, render
 from seed.dist.env_pool import EnvFault, LocalEnvPool
@@ -44,17 +45,26 @@ class _Running:
 class Collector:
     """Runs grouped, multi-turn episodes on a backend; the envs live in a pool (this process or Ray actors)."""
 
-    def __init__(self, env_factory: Callable[[], Env], env_name: str, tokenizer, settings: RolloutSettings,
-                 pool=None):
+    def __init__(self, env_factory: Callable[[], Env], env_name: str, tokenizer, settings: RolloutSettings, pool=None):
         self.env_factory, self.env_name, self.tokenizer, self.settings = env_factory, env_name, tokenizer, settings
         self.pool = pool if pool is not None else LocalEnvPool(env_factory)
 
-    def collect(self, backend, task_seeds: list[int], group_size: int, sampling: Sampling,
-                id_prefix: str = "", progress: Callable[[int], None] | None = None) -> list[Episode]:
+    def collect(
+        self,
+        backend,
+        task_seeds: list[int],
+        group_size: int,
+        sampling: Sampling,
+        id_prefix: str = "",
+        progress: Callable[[int], None] | None = None,
+    ) -> list[Episode]:
         """Run every episode to the end."""
         s = self.settings
-        episodes = [Episode(episode_id=f"{id_prefix}t{seed}-g{g}", group_id=t, task_seed=seed, task="", task_type="")
-                    for t, seed in enumerate(task_seeds) for g in range(group_size)]
+        episodes = [
+            Episode(episode_id=f"{id_prefix}t{seed}-g{g}", group_id=t, task_seed=seed, task="", task_type="")
+            for t, seed in enumerate(task_seeds)
+            for g in range(group_size)
+        ]
         resets = self.pool.reset([(slot, ep.task_seed) for slot, ep in enumerate(episodes)])
         running: list[_Running] = []
         for slot, (ep, obs) in enumerate(zip(episodes, resets)):
@@ -89,11 +99,22 @@ class Collector:
                     reward -= s.invalid_penalty
                 if obs.won:
                     reward += s.success_reward
-                r.episode.steps.append(StepSample(
-                    state=st, prompt_ids=prompt, response_ids=gen.ids, rollout_logps=gen.logps,
-                    response_text=gen.text, action=p.action, valid=valid, reward=reward,
-                    episode_id=r.episode.episode_id, group_id=r.episode.group_id, step_index=st.step_index,
-                    truncated_prompt=len(ids) > len(prompt)))
+                r.episode.steps.append(
+                    StepSample(
+                        state=st,
+                        prompt_ids=prompt,
+                        response_ids=gen.ids,
+                        rollout_logps=gen.logps,
+                        response_text=gen.text,
+                        action=p.action,
+                        valid=valid,
+                        reward=reward,
+                        episode_id=r.episode.episode_id,
+                        group_id=r.episode.group_id,
+                        step_index=st.step_index,
+                        truncated_prompt=len(ids) > len(prompt),
+                    )
+                )
                 r.history.append((r.obs.text, self._sent(p) or gen.text.strip()[-200:]))
                 r.obs = obs
                 if done or obs.won:

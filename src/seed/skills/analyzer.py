@@ -4,13 +4,14 @@ The same prompt serves the warm-up labels (an external teacher or the oracle), t
 analysing its own episodes during RL. With `step_skills=K > 0` (OPID style, off by default) the JSON also carries
 up to K one-sentence skills keyed by step number, for the critical steps only.
 """
+
 from __future__ import annotations
 
 import ast
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from seed.types import Episode
 
@@ -18,19 +19,26 @@ MIN_SKILL_WORDS = 1  # the official RL path keeps any non-empty skill (`distill.
 
 _SKILL_WORDING = {
     True: "Write one episode_skill that turns the successful trajectory into a workflow: the core decision rule "
-          "and the action ordering that made it work.",
+    "and the action ordering that made it work.",
     False: "Write one episode_skill that turns the failed trajectory into avoidance rules: the core mistake and "
-           "the warning signs the agent should avoid.",
+    "the warning signs the agent should avoid.",
 }
 
 
 def _step_text(i: int, step) -> str:
-    return (f"Step {i}\nObservation: {step.state.observation}\nResponse: {step.response_text}\n"
-            f"Action valid: {'true' if step.valid else 'false'}\n")
+    return (
+        f"Step {i}\nObservation: {step.state.observation}\nResponse: {step.response_text}\n"
+        f"Action valid: {'true' if step.valid else 'false'}\n"
+    )
 
 
-def analysis_prompt(episode: Episode, step_skills: int = 0, max_tokens: int | None = None,
-                    count_tokens: Callable[[str], int] | None = None, skill_first: bool = False) -> tuple[str, int]:
+def analysis_prompt(
+    episode: Episode,
+    step_skills: int = 0,
+    max_tokens: int | None = None,
+    count_tokens: Callable[[str], int] | None = None,
+    skill_first: bool = False,
+) -> tuple[str, int]:
     """The analysis request for one finished episode, and how many of its steps had to be left out.
 
     Every step is shown in full (numbered from 0, as the official prompt). Only when the prompt would exceed
@@ -53,9 +61,11 @@ def _prompt_text(episode: Episode, steps: list[str], cut: int, step_skills: int,
     tasks = [["Write a concise episode_summary.", _SKILL_WORDING[bool(episode.won)]][i] for i in order]
     shape = "{\n" + ",\n".join(f'  "{name}": "string"' for name in fields[:2])
     if step_skills:
-        tasks.append(f"Give concise, action-oriented skills for at most {step_skills} critical step(s) as "
-                     "entries of step_skills, keyed by step index; use the whole episode to infer them, but phrase "
-                     "each as advice the policy can act on at that step.")
+        tasks.append(
+            f"Give concise, action-oriented skills for at most {step_skills} critical step(s) as "
+            "entries of step_skills, keyed by step index; use the whole episode to infer them, but phrase "
+            "each as advice the policy can act on at that step."
+        )
         shape += ',\n  "step_skills": {"0": "skill for step 0"}'
     numbered = "\n".join(f"{i + 1}. {t}" for i, t in enumerate(tasks))
     omitted = f"(Steps 0 to {cut - 1} are left out to fit the context.)\n" if cut else ""
@@ -100,7 +110,7 @@ def _json_objects(text: str) -> list[dict]:
     out: list[dict] = []
     for cand in fenced + [text.strip()]:
         repaired = _TRAILING_COMMA.sub(r"\1", cand)
-        for variant in ([cand, repaired] if repaired != cand else [cand]):
+        for variant in [cand, repaired] if repaired != cand else [cand]:
             found = _decoded(variant) or _python_literals(variant)
             out.extend(found)
     return out
@@ -155,7 +165,7 @@ def _balanced_objects(text: str) -> list[str]:
         elif ch == "}" and depth:
             depth -= 1
             if depth == 0:
-                slices.append(text[start:i + 1])
+                slices.append(text[start : i + 1])
     return slices
 
 
@@ -186,8 +196,9 @@ def _cut_object(text: str) -> dict | None:
     return {"episode_skill": skill}
 
 
-def parse_analysis(text: str, min_skill_words: int = MIN_SKILL_WORDS, max_step_skills: int = 0,
-                   num_steps: int | None = None) -> Analysis:
+def parse_analysis(
+    text: str, min_skill_words: int = MIN_SKILL_WORDS, max_step_skills: int = 0, num_steps: int | None = None
+) -> Analysis:
     """Extract and validate the analyzer's JSON; never raises (unusable output gives `skill=None`). Step skills are
     read only when `max_step_skills > 0`; entries whose key is not a step index of the episode (0-based), or whose
     sentence is shorter than 3 words, are dropped."""

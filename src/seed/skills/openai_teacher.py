@@ -7,6 +7,7 @@ errors, timeouts, 408/429/5xx, malformed bodies) are retried with exponential ba
 request, and a 4xx is final. A request that fails raises TeacherError for that episode only; the callers skip the
 episode and count it. Only answers that parse as an analysis are cached. Uses only the standard library.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -22,8 +23,8 @@ import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from seed.types import Episode
 from seed.skills.analyzer import analysis_prompt, parse_analysis
+from seed.types import Episode
 
 log = logging.getLogger(__name__)
 
@@ -57,9 +58,20 @@ def is_local(host: str | None) -> bool:
 class OpenAITeacher:
     name = "openai"
 
-    def __init__(self, base_url: str, model: str, api_key: str = "", cache_dir: str | Path | None = None,
-                 max_concurrency: int = 4, retries: int = 4, backoff: float = 1.0, timeout: float = 120.0,
-                 deadline: float = 600.0, max_tokens: int = 1024, step_skills: int = 0):
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key: str = "",
+        cache_dir: str | Path | None = None,
+        max_concurrency: int = 4,
+        retries: int = 4,
+        backoff: float = 1.0,
+        timeout: float = 120.0,
+        deadline: float = 600.0,
+        max_tokens: int = 1024,
+        step_skills: int = 0,
+    ):
         if not base_url or not model:
             raise ValueError("the openai teacher needs label.openai.base_url and label.openai.model")
         self.url = urllib.parse.urlsplit(base_url.rstrip("/") + "/chat/completions")
@@ -97,8 +109,14 @@ class OpenAITeacher:
         cached = self._cached(cached_file)
         if cached is not None:
             return cached
-        body = json.dumps({"model": self.model, "temperature": 0, "max_tokens": self.max_tokens,
-                           "messages": [{"role": "user", "content": prompt}]}).encode()
+        body = json.dumps(
+            {
+                "model": self.model,
+                "temperature": 0,
+                "max_tokens": self.max_tokens,
+                "messages": [{"role": "user", "content": prompt}],
+            }
+        ).encode()
         headers = {"Content-Type": "application/json"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
@@ -116,10 +134,11 @@ class OpenAITeacher:
                     content = _content(*self._post(body, headers, min(self.timeout, remaining)))
             except _Transient as exc:
                 last = str(exc)
-                delay = min(self.backoff * 2 ** attempt, max(0.0, end - time.monotonic()))
+                delay = min(self.backoff * 2**attempt, max(0.0, end - time.monotonic()))
                 if attempt < self.retries:
-                    log.warning("teacher request failed (%s); retry %d/%d in %.1fs", last, attempt + 1,
-                                self.retries, delay)
+                    log.warning(
+                        "teacher request failed (%s); retry %d/%d in %.1fs", last, attempt + 1, self.retries, delay
+                    )
                     time.sleep(delay)
                 continue
             if cached_file is not None and parse_analysis(content).parsed:
@@ -160,6 +179,7 @@ class OpenAITeacher:
 
     def label_many(self, episodes: list[Episode]) -> list[str | None]:
         """One answer per episode, None where the request failed (logged and counted in `failures`)."""
+
         def one(e: Episode) -> str | None:
             try:
                 return self.label(e)

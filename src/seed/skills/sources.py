@@ -9,19 +9,19 @@ sibling     no analysis; the teacher context is another successful episode of th
             start), rendered compactly as its actions; a group without a success (or whose only success is the
             episode itself) gives that episode no context
 """
+
 from __future__ import annotations
 
 import json
-from typing import Callable
-
+from collections.abc import Callable
 
 from seed.agent import prompt_ids, situation
 from seed.models.backend import Sampling
 from seed.models.batching import distinct_rows
-from seed.types import Episode
 from seed.skills.analyzer import MIN_SKILL_WORDS, Analysis, analysis_prompt, parse_analysis
 from seed.skills.library import read_skill_library
 from seed.skills.teachers import expert_route, rules
+from seed.types import Episode
 
 SKILL_SOURCES = ("policy", "teacher", "library", "privileged", "sibling")
 
@@ -29,9 +29,17 @@ SKILL_SOURCES = ("policy", "teacher", "library", "privileged", "sibling")
 class PolicyAnalyzer:
     """SEED's analyzer: the policy itself, greedy, on the rollout engine with the current weights."""
 
-    def __init__(self, backend, tokenizer, max_new_tokens: int, batch_size: int, step_skills: int = 0,
-                 max_prompt_tokens: int | None = None, min_skill_words: int = MIN_SKILL_WORDS,
-                 skill_first: bool = False):
+    def __init__(
+        self,
+        backend,
+        tokenizer,
+        max_new_tokens: int,
+        batch_size: int,
+        step_skills: int = 0,
+        max_prompt_tokens: int | None = None,
+        min_skill_words: int = MIN_SKILL_WORDS,
+        skill_first: bool = False,
+    ):
         self.backend, self.tokenizer, self.step_skills, self.skill_first = backend, tokenizer, step_skills, skill_first
         self.sampling = Sampling(greedy=True, max_new_tokens=max_new_tokens, stop=())
         self.batch_size, self.max_prompt_tokens, self.min_skill_words = batch_size, max_prompt_tokens, min_skill_words
@@ -39,7 +47,10 @@ class PolicyAnalyzer:
 
     def prompts(self, episodes: list[Episode]) -> list[list[int]]:
         """Each episode's analysis request as chat token ids, ending with the assistant turn's opening."""
-        count = (lambda text: len(self.tokenizer.encode(text, add_special_tokens=False)))
+
+        def count(text: str) -> int:
+            return len(self.tokenizer.encode(text, add_special_tokens=False))
+
         out, self.steps_cut = [], 0
         for e in episodes:
             text, cut = analysis_prompt(e, self.step_skills, self.max_prompt_tokens, count, self.skill_first)
@@ -53,8 +64,10 @@ class PolicyAnalyzer:
         same text."""
         keys, of_episode = distinct_rows([tuple(p) for p in self.prompts(episodes)])
         gens = self.backend.generate([list(p) for p in keys], self.sampling, batch_size=self.batch_size)
-        return [(gens[k].text, parse_analysis(gens[k].text, self.min_skill_words, self.step_skills, len(e.steps)))
-                for k, e in zip(of_episode, episodes)]
+        return [
+            (gens[k].text, parse_analysis(gens[k].text, self.min_skill_words, self.step_skills, len(e.steps)))
+            for k, e in zip(of_episode, episodes)
+        ]
 
 
 class TeacherAnalyzer:
@@ -118,8 +131,10 @@ def compact_episode(episode: Episode) -> str:
     """A successful episode as a teacher context: the actions it took, in order, each as a rule for the situation
     it was taken in (the skills' format)."""
     taken = [s for s in episode.steps if s.valid and s.action]
-    return f"A successful attempt at this task from the same start took {len(episode.steps)} steps: " \
-           f"{rules([situation(s.state.observation) for s in taken], [s.action for s in taken])}."
+    return (
+        f"A successful attempt at this task from the same start took {len(episode.steps)} steps: "
+        f"{rules([situation(s.state.observation) for s in taken], [s.action for s in taken])}."
+    )
 
 
 def sibling_contexts(episodes: list[Episode], donors: list[Episode] | None = None) -> list[str | None]:

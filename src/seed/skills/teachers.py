@@ -7,14 +7,15 @@ episode's concrete mistakes for a failure: the first step that did not bring the
 loops, and the sub-goal never reached. The wording varies (seeded by the episode id) so that an analyzer trained
 on these labels has to read the episode rather than memorise a template.
 """
+
 from __future__ import annotations
 
 import hashlib
 import json
 import random
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from seed.agent import situation
 from seed.envs.base import Env, checked_result
@@ -123,8 +124,10 @@ def rules(situations: list[str], moves: list[str]) -> str:
 def workflow_skill(task: str, moves: list[str], situations: list[str]) -> str:
     """The oracle's skill for a success: the moves that brought the goal closer, in order, as decision rules."""
     more = "; then keep going toward the goal" if len(moves) > MAX_WORKFLOW_MOVES else ""
-    return (f"{WORKFLOW_OPENER} for '{task}': {rules(situations, moves[:MAX_WORKFLOW_MOVES])}{more}. "
-            f"Copy each action exactly from the admissible list.")
+    return (
+        f"{WORKFLOW_OPENER} for '{task}': {rules(situations, moves[:MAX_WORKFLOW_MOVES])}{more}. "
+        f"Copy each action exactly from the admissible list."
+    )
 
 
 def oracle_skill(episode: Episode, mistakes: Mistakes) -> tuple[str, str]:
@@ -138,13 +141,22 @@ def oracle_skill(episode: Episode, mistakes: Mistakes) -> tuple[str, str]:
         return summary, workflow_skill(episode.task, moves, situations)
     parts = []
     if mistakes.deviations:
-        parts.append(corrections(first_per_situation(
-            [(situation(episode.steps[i].state.observation), took, wanted) for i, took, wanted in mistakes.deviations]
-        )[:MAX_CORRECTIONS]))
+        parts.append(
+            corrections(
+                first_per_situation(
+                    [
+                        (situation(episode.steps[i].state.observation), took, wanted)
+                        for i, took, wanted in mistakes.deviations
+                    ]
+                )[:MAX_CORRECTIONS]
+            )
+        )
     if mistakes.invalid_steps:
-        parts.append(f"{len(mistakes.invalid_steps)} invalid responses (steps "
-                     f"{', '.join(map(str, mistakes.invalid_steps[:4]))}) wasted turns; answer with one admissible "
-                     f"action inside <action></action>")
+        parts.append(
+            f"{len(mistakes.invalid_steps)} invalid responses (steps "
+            f"{', '.join(map(str, mistakes.invalid_steps[:4]))}) wasted turns; answer with one admissible "
+            f"action inside <action></action>"
+        )
     if mistakes.loop:
         parts.append(f"'{mistakes.loop[0]}' was repeated {mistakes.loop[1]} times without progress")
     if not parts:

@@ -7,6 +7,7 @@ averaged per sample, AdamW (0.9, 0.95) with weight decay, linear warm-up then co
 held-out loss, the JSON parse rate and skill presence of greedy generations. With `sft.format_replay` the format
 warm-up's demonstrations ride along in the batches (multi-task SFT), so the policy keeps its answer format.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -17,17 +18,17 @@ from pathlib import Path
 
 import torch
 
+from seed.agent import prompt_ids
 from seed.errors import RunError
 from seed.models.backend import Sampling
 from seed.models.batching import token_budget_batches
 from seed.models.load import trainable_parameters
-from seed.types import Episode
 from seed.skills.analyzer import analysis_prompt, parse_analysis
-from seed.agent import prompt_ids
 from seed.storage import read_jsonl
 from seed.train.metrics import trim_heap
 from seed.train.optim import adamw, guarded_step, warmup_cosine
 from seed.train.warmup import Demonstration, demonstrations, token_weights
+from seed.types import Episode
 
 log = logging.getLogger(__name__)
 
@@ -82,10 +83,18 @@ def make_teacher(components):
     from seed.skills.openai_teacher import OpenAITeacher, resolve_api_key
 
     o = cfg.openai
-    return OpenAITeacher(o.base_url, o.model, api_key=resolve_api_key(o.api_key, o.api_key_file, o.api_key_env),
-                         cache_dir=Path(components.cfg.run_dir) / "teacher_cache", max_concurrency=o.max_concurrency,
-                         retries=o.retries, backoff=o.backoff, timeout=o.timeout, deadline=o.deadline,
-                         step_skills=components.cfg.distill.step_skills)
+    return OpenAITeacher(
+        o.base_url,
+        o.model,
+        api_key=resolve_api_key(o.api_key, o.api_key_file, o.api_key_env),
+        cache_dir=Path(components.cfg.run_dir) / "teacher_cache",
+        max_concurrency=o.max_concurrency,
+        retries=o.retries,
+        backoff=o.backoff,
+        timeout=o.timeout,
+        deadline=o.deadline,
+        step_skills=components.cfg.distill.step_skills,
+    )
 
 
 def label_episodes(teacher, episodes: list[Episode]) -> list[str | None]:
@@ -115,12 +124,18 @@ def label_stage(components, progress=None) -> Path:
     collector = components.collector("train")
     sampling = components.rollout_sampling(cfg.label.temperature)
     chunk = max(1, cfg.rollout.generation_batch_size // cfg.label.group_size)
-    count = (lambda text: len(components.tokenizer.encode(text, add_special_tokens=False)))
+
+    def count(text: str) -> int:
+        return len(components.tokenizer.encode(text, add_special_tokens=False))
+
     tried = failed = 0
     for i in range(0, len(todo), chunk):
-        seeds = todo[i:i + chunk]
-        episodes = [e for e in collector.collect(components.policy, seeds, cfg.label.group_size, sampling,
-                                                 id_prefix="label-") if e.error is None and e.steps]
+        seeds = todo[i : i + chunk]
+        episodes = [
+            e
+            for e in collector.collect(components.policy, seeds, cfg.label.group_size, sampling, id_prefix="label-")
+            if e.error is None and e.steps
+        ]
         labels = label_episodes(teacher, episodes)
         tried, failed = tried + len(episodes), failed + sum(raw is None for raw in labels)
         with out.open("a") as f:
@@ -128,21 +143,35 @@ def label_stage(components, progress=None) -> Path:
                 if raw is None:
                     continue
                 analysis = parse_analysis(raw, LABEL_MIN_SKILL_WORDS, cfg.distill.step_skills, len(e.steps))
-                prompt, _ = analysis_prompt(e, cfg.distill.step_skills, cfg.distill.analyzer_max_prompt_tokens, count,
-                                            cfg.distill.skill_first)
-                f.write(json.dumps({"task_seed": e.task_seed, "episode_id": e.episode_id, "task_type": e.task_type,
-                                    "outcome": "success" if e.won else "failure", "prompt": prompt, "raw": raw,
-                                    "response": sft_target(analysis, cfg.distill.skill_first) if analysis.skill else raw,
-                                    "parsed": analysis.skill is not None}) + "\n")
+                prompt, _ = analysis_prompt(
+                    e, cfg.distill.step_skills, cfg.distill.analyzer_max_prompt_tokens, count, cfg.distill.skill_first
+                )
+                f.write(
+                    json.dumps(
+                        {
+                            "task_seed": e.task_seed,
+                            "episode_id": e.episode_id,
+                            "task_type": e.task_type,
+                            "outcome": "success" if e.won else "failure",
+                            "prompt": prompt,
+                            "raw": raw,
+                            "response": sft_target(analysis, cfg.distill.skill_first) if analysis.skill else raw,
+                            "parsed": analysis.skill is not None,
+                        }
+                    )
+                    + "\n"
+                )
         if progress:
             progress(len(seeds))
         if tried >= 16 and failed / tried > cfg.label.max_failed_share:  # clearly broken: stop early
             break
     collector.close()
     if tried and failed / tried > cfg.label.max_failed_share:
-        raise RunError(f"labelling failed for {failed} of {tried} episodes, more than label.max_failed_share = "
-                       f"{cfg.label.max_failed_share} (see the warnings above); the labels so far are kept in "
-                       f"{out}, and re-running resumes")
+        raise RunError(
+            f"labelling failed for {failed} of {tried} episodes, more than label.max_failed_share = "
+            f"{cfg.label.max_failed_share} (see the warnings above); the labels so far are kept in "
+            f"{out}, and re-running resumes"
+        )
     if failed:
         log.warning("labelling: %d of %d episodes failed and were skipped", failed, tried)
     return out
@@ -160,9 +189,10 @@ def balanced(rows: list[dict], failures_per_success: float) -> set[str]:
     if not failures_per_success:
         return set(ids)
     wins = [r["episode_id"] for r in rows if r.get("outcome") == "success"]
-    losses = sorted((r["episode_id"] for r in rows if r.get("outcome") != "success"),
-                    key=lambda i: _id_hash(f"balance/{i}"))  # not the hold-out's order
-    return set(wins) | set(losses[:round(failures_per_success * max(1, len(wins)))])
+    losses = sorted(
+        (r["episode_id"] for r in rows if r.get("outcome") != "success"), key=lambda i: _id_hash(f"balance/{i}")
+    )  # not the hold-out's order
+    return set(wins) | set(losses[: round(failures_per_success * max(1, len(wins)))])
 
 
 def _id_hash(episode_id: str) -> int:
@@ -172,8 +202,15 @@ def _id_hash(episode_id: str) -> int:
 def format_replay(components) -> list[Demonstration]:
     """The format warm-up's demonstrations (the same ones: same seed and settings), to replay during analyzer SFT."""
     cfg, w = components.cfg, components.cfg.warmup
-    return demonstrations(components, w.episodes, seed=cfg.seed, expert_share=w.expert_share, thought=w.thought,
-                          skill_share=w.skill_share, foreign_share=w.foreign_skill_share)
+    return demonstrations(
+        components,
+        w.episodes,
+        seed=cfg.seed,
+        expert_share=w.expert_share,
+        thought=w.thought,
+        skill_share=w.skill_share,
+        foreign_share=w.foreign_skill_share,
+    )
 
 
 def sft_stage(components, labels: Path, progress_factory=None) -> dict:
@@ -181,12 +218,14 @@ def sft_stage(components, labels: Path, progress_factory=None) -> dict:
     cfg, policy, tok = components.cfg, components.policy, components.tokenizer
     s = cfg.sft
     rows = read_jsonl(labels)
-    rows = [r for r in rows if r.get("parsed") and isinstance(r.get("prompt"), str)
-            and isinstance(r.get("response"), str)]
+    rows = [
+        r for r in rows if r.get("parsed") and isinstance(r.get("prompt"), str) and isinstance(r.get("response"), str)
+    ]
     if not rows:
         raise ValueError(f"{labels}: no label parsed; nothing to train the analyzer on")
-    labels = [Demonstration(prompt_ids(tok, r["prompt"]), *target_ids(tok, r["response"], s.skill_weight != 1))
-              for r in rows]
+    labels = [
+        Demonstration(prompt_ids(tok, r["prompt"]), *target_ids(tok, r["response"], s.skill_weight != 1)) for r in rows
+    ]
     held_out = [_is_holdout(r["episode_id"], s.holdout) for r in rows]
     kept = balanced(rows, s.failures_per_success)
     train_rows = [(d, r) for d, r, h in zip(labels, rows, held_out) if not h and r["episode_id"] in kept]
@@ -205,9 +244,9 @@ def sft_stage(components, labels: Path, progress_factory=None) -> dict:
     skipped = 0
     for _ in range(s.epochs):
         rng.shuffle(train)
-        batches = [train[i:i + s.batch_size] for i in range(0, len(train), s.batch_size)]
+        batches = [train[i : i + s.batch_size] for i in range(0, len(train), s.batch_size)]
         for k, batch in enumerate(batches):
-            replayed = replay[k::len(batches)]  # each replayed demonstration once per epoch
+            replayed = replay[k :: len(batches)]  # each replayed demonstration once per epoch
             # each sample's token-mean, averaged over the batch; the replayed demonstrations' average is added to it
             # (L_analysis + L_format), so replay never dilutes the analyzer's own gradient
             weights = [1 / len(batch)] * len(batch) + [1 / max(1, len(replayed))] * len(replayed)
@@ -216,11 +255,15 @@ def sft_stage(components, labels: Path, progress_factory=None) -> dict:
             loss_value = 0.0
             # one optimizer step per batch of `sft.batch_size`, accumulated over token-budget micro-batches
             for micro in token_budget_batches([len(d.prompt) + len(d.response) for d in batch], budget):
-                logp, mask, _ = policy.forward_logps([batch[j].prompt for j in micro],
-                                                     [batch[j].response for j in micro])
+                logp, mask, _ = policy.forward_logps(
+                    [batch[j].prompt for j in micro], [batch[j].response for j in micro]
+                )
                 # a replayed demonstration's action weighs as in the format warm-up, a label's skill `skill_weight`
-                tokens = token_weights(mask, [batch[j].key_span for j in micro],
-                                       [s.skill_weight if j < labelled else cfg.warmup.action_weight for j in micro])
+                tokens = token_weights(
+                    mask,
+                    [batch[j].key_span for j in micro],
+                    [s.skill_weight if j < labelled else cfg.warmup.action_weight for j in micro],
+                )
                 per_sample = -(logp * tokens).sum(-1) / tokens.sum(-1).clamp_min(1.0)
                 loss = (per_sample * torch.tensor([weights[j] for j in micro], device=per_sample.device)).sum()
                 trim_heap()  # the forward's freed temporaries go back to the OS before the backward allocates
@@ -239,13 +282,17 @@ def sft_stage(components, labels: Path, progress_factory=None) -> dict:
             logp, mask, _ = policy.forward_logps([held[j].prompt for j in micro], [held[j].response for j in micro])
             total += -(logp * mask).sum().item()
             count += int(mask.sum().item())
-    gens = policy.generate([d.prompt for d in held[:s.eval_generations]],
-                           Sampling(greedy=True, max_new_tokens=s.max_new_tokens, stop=()))
+    gens = policy.generate(
+        [d.prompt for d in held[: s.eval_generations]], Sampling(greedy=True, max_new_tokens=s.max_new_tokens, stop=())
+    )
     parsed = [parse_analysis(g.text) for g in gens]
-    return {"sft/train_examples": len(train),
-            "sft/train_successes": sum(row.get("outcome") == "success" for _, row in train_rows),
-            "sft/replay_examples": len(replay), "sft/heldout_examples": len(held),
-            "sft/heldout_loss": total / max(1, count),
-            "sft/parse_rate": sum(a.parsed for a in parsed) / max(1, len(parsed)),
-            "sft/skill_presence": sum(a.skill is not None for a in parsed) / max(1, len(parsed)),
-            "sft/skipped_steps": skipped}
+    return {
+        "sft/train_examples": len(train),
+        "sft/train_successes": sum(row.get("outcome") == "success" for _, row in train_rows),
+        "sft/replay_examples": len(replay),
+        "sft/heldout_examples": len(held),
+        "sft/heldout_loss": total / max(1, count),
+        "sft/parse_rate": sum(a.parsed for a in parsed) / max(1, len(parsed)),
+        "sft/skill_presence": sum(a.skill is not None for a in parsed) / max(1, len(parsed)),
+        "sft/skipped_steps": skipped,
+    }

@@ -9,6 +9,7 @@ the newest checkpoint that verifies.
 Data-parallel runs write `update_N.dcp/` folders instead (each rank its shard, seed.dist.fsdp.save_sharded); every
 reader here takes both, so any checkpoint resumes in one process.
 """
+
 from __future__ import annotations
 
 import logging
@@ -34,34 +35,49 @@ def rng_state() -> dict:
     """Python, NumPy and torch RNG states as plain lists and tensors (loadable with weights_only=True)."""
     version, internal, gauss = random.getstate()
     np_state = np.random.get_state(legacy=False)
-    return {"python": [version, list(internal), gauss],
-            "numpy": {"key": torch.from_numpy(np_state["state"]["key"].astype(np.int64)),
-                      "pos": int(np_state["state"]["pos"]), "has_gauss": int(np_state["has_gauss"]),
-                      "gauss": float(np_state["gauss"])},
-            "torch": torch.get_rng_state()}
+    return {
+        "python": [version, list(internal), gauss],
+        "numpy": {
+            "key": torch.from_numpy(np_state["state"]["key"].astype(np.int64)),
+            "pos": int(np_state["state"]["pos"]),
+            "has_gauss": int(np_state["has_gauss"]),
+            "gauss": float(np_state["gauss"]),
+        },
+        "torch": torch.get_rng_state(),
+    }
 
 
 def set_rng_state(state: dict) -> None:
     version, internal, gauss = state["python"]
     random.setstate((version, tuple(internal), gauss))
     n = state["numpy"]
-    np.random.set_state({"bit_generator": "MT19937", "state": {"key": n["key"].numpy().astype(np.uint32),
-                                                                "pos": n["pos"]},
-                         "has_gauss": n["has_gauss"], "gauss": n["gauss"]})
+    np.random.set_state(
+        {
+            "bit_generator": "MT19937",
+            "state": {"key": n["key"].numpy().astype(np.uint32), "pos": n["pos"]},
+            "has_gauss": n["has_gauss"],
+            "gauss": n["gauss"],
+        }
+    )
     torch.set_rng_state(state["torch"])
 
 
 def non_finite_tensors(state: dict[str, torch.Tensor]) -> list[str]:
     """Names of floating-point tensors holding NaN or inf."""
-    return [k for k, v in state.items()
-            if isinstance(v, torch.Tensor) and v.is_floating_point() and not bool(torch.isfinite(v).all())]
+    return [
+        k
+        for k, v in state.items()
+        if isinstance(v, torch.Tensor) and v.is_floating_point() and not bool(torch.isfinite(v).all())
+    ]
 
 
 def check_finite_weights(state: dict[str, torch.Tensor], what: str) -> None:
     bad = non_finite_tensors(state)
     if bad:
-        raise NonFiniteError(f"{what}: {len(bad)} weight tensors hold NaN/inf (first: {bad[0]}); not saved. "
-                             f"Lower algo.lr or algo.grad_clip and resume from the last checkpoint")
+        raise NonFiniteError(
+            f"{what}: {len(bad)} weight tensors hold NaN/inf (first: {bad[0]}); not saved. "
+            f"Lower algo.lr or algo.grad_clip and resume from the last checkpoint"
+        )
 
 
 def save_checkpoint(run_dir: Path, update: int, payload: dict, keep: int = 2) -> Path:
@@ -133,6 +149,8 @@ def load_latest_checkpoint(run_dir: Path, set_aside: bool = True) -> tuple[Path 
             print(f"seed: {len(damaged)} damaged checkpoint(s) set aside (*.damaged); resuming from {path.name}")
         return path, state
     if damaged:
-        raise CheckpointError(f"no checkpoint under {Path(run_dir) / 'checkpoints'} verifies "
-                              f"({'; '.join(why for _, why in damaged)}); start a new run_dir or restore a checkpoint")
+        raise CheckpointError(
+            f"no checkpoint under {Path(run_dir) / 'checkpoints'} verifies "
+            f"({'; '.join(why for _, why in damaged)}); start a new run_dir or restore a checkpoint"
+        )
     return None, None

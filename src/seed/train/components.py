@@ -1,4 +1,5 @@
 """Build the pieces a run needs from its config: tokenizer, policy backend, reference model, collectors."""
+
 from __future__ import annotations
 
 import copy
@@ -42,8 +43,9 @@ class Components:
             cfg, policy = self.cfg, self.policy
             dtype = policy.amp_dtype if policy.amp_dtype is not None and policy.device.type == "cpu" else None
             model = frozen_copy(policy.model, dtype)  # bf16-resident for scoring only: no per-pass casts
-            self.reference = HFBackend(model, self.tokenizer, device=cfg.model.device, precision=cfg.model.precision,
-                                       seed=cfg.seed)
+            self.reference = HFBackend(
+                model, self.tokenizer, device=cfg.model.device, precision=cfg.model.precision, seed=cfg.seed
+            )
         return self.reference
 
     @property
@@ -88,10 +90,15 @@ class Components:
         env = self.cfg.env
         factory = self.env_factory(split)
         r = self.cfg.rollout
-        settings = RolloutSettings(max_steps=env.max_steps, history_length=env.history_length,
-                                   invalid_penalty=r.invalid_penalty, success_reward=r.success_reward,
-                                   max_prompt_tokens=r.max_prompt_tokens, generation_batch_size=r.generation_batch_size,
-                                   validity=r.validity)
+        settings = RolloutSettings(
+            max_steps=env.max_steps,
+            history_length=env.history_length,
+            invalid_penalty=r.invalid_penalty,
+            success_reward=r.success_reward,
+            max_prompt_tokens=r.max_prompt_tokens,
+            generation_batch_size=r.generation_batch_size,
+            validity=r.validity,
+        )
         pool = make_env_pool(factory, env.workers, env.step_timeout, self.cfg.dist.ray_address or None)
         return Collector(factory, env.name, self.tokenizer, settings, pool=pool)
 
@@ -99,9 +106,12 @@ class Components:
         """Responses end with the end-of-turn token, generated and trained (official), or at `</action>`
         (`rollout.stop_at_action`)."""
         r = self.cfg.rollout
-        return Sampling(temperature=r.temperature if temperature is None else temperature,
-                        max_new_tokens=r.max_response_tokens, stop=("</action>",) if r.stop_at_action else (),
-                        keep_eos=not r.stop_at_action)
+        return Sampling(
+            temperature=r.temperature if temperature is None else temperature,
+            max_new_tokens=r.max_response_tokens,
+            stop=("</action>",) if r.stop_at_action else (),
+            keep_eos=not r.stop_at_action,
+        )
 
     def eval_sampling(self) -> Sampling:
         return self.rollout_sampling(self.cfg.eval.temperature)
@@ -112,16 +122,25 @@ def remote_generation(local, cfg: Config):
     from seed.dist.generation import RemoteBackend
 
     g = cfg.generation
-    return RemoteBackend(local, cfg.model, max(1, g.workers), seed=cfg.seed, ray_address=cfg.dist.ray_address or None,
-                         engine=g.backend, gpu_memory_utilization=g.gpu_memory_utilization,
-                         gpus_per_worker=g.gpus_per_worker, max_model_len=vllm_context_length(cfg))
+    return RemoteBackend(
+        local,
+        cfg.model,
+        max(1, g.workers),
+        seed=cfg.seed,
+        ray_address=cfg.dist.ray_address or None,
+        engine=g.backend,
+        gpu_memory_utilization=g.gpu_memory_utilization,
+        gpus_per_worker=g.gpus_per_worker,
+        max_model_len=vllm_context_length(cfg),
+    )
 
 
 def vllm_context_length(cfg: Config) -> int:
     """`generation.max_model_len`, or what the longest request needs: a rollout step or an analysis."""
     r, d = cfg.rollout, cfg.distill
-    return cfg.generation.max_model_len or max(r.max_prompt_tokens + r.max_response_tokens,
-                                               d.analyzer_max_prompt_tokens + d.analyzer_max_new_tokens)
+    return cfg.generation.max_model_len or max(
+        r.max_prompt_tokens + r.max_response_tokens, d.analyzer_max_prompt_tokens + d.analyzer_max_new_tokens
+    )
 
 
 def build_components(cfg: Config, with_reference: bool = True) -> Components:

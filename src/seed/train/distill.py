@@ -4,6 +4,7 @@ It owns the analyzer (policy / teacher / library / privileged / sibling), the te
 the skill stream (`skills.jsonl` in the run directory: one row per analysed episode, with its update index) and,
 for the teacher-signal metrics, the expert's next move at every step (`StepSample.expert_action`).
 """
+
 from __future__ import annotations
 
 import json
@@ -14,11 +15,11 @@ from pathlib import Path
 import torch
 
 from seed.models.backend import HFBackend
-from seed.types import Episode, StepSample
 from seed.skills.rescore import rescore
 from seed.skills.sources import LibraryAnalyzer, PolicyAnalyzer, PrivilegedAnalyzer, SiblingAnalyzer, TeacherAnalyzer
 from seed.skills.teachers import OracleTeacher, expert_moves
 from seed.train.components import frozen_copy
+from seed.types import Episode, StepSample
 
 log = logging.getLogger(__name__)
 
@@ -29,13 +30,22 @@ class DistillStage:
         cfg, d = components.cfg, components.cfg.distill
         self.path = Path(cfg.run_dir) / "skills.jsonl"
         if d.skill_source == "policy":
-            self.analyzer = PolicyAnalyzer(components.rollout_backend(), components.tokenizer,
-                                           d.analyzer_max_new_tokens, d.analyzer_batch_size, d.step_skills,
-                                           max_prompt_tokens=d.analyzer_max_prompt_tokens,
-                                           min_skill_words=d.min_skill_words, skill_first=d.skill_first)
+            self.analyzer = PolicyAnalyzer(
+                components.rollout_backend(),
+                components.tokenizer,
+                d.analyzer_max_new_tokens,
+                d.analyzer_batch_size,
+                d.step_skills,
+                max_prompt_tokens=d.analyzer_max_prompt_tokens,
+                min_skill_words=d.min_skill_words,
+                skill_first=d.skill_first,
+            )
         elif d.skill_source == "teacher":
-            self.analyzer = TeacherAnalyzer(OracleTeacher(components.env_factory("train"), d.step_skills),
-                                            d.step_skills, min_skill_words=d.min_skill_words)
+            self.analyzer = TeacherAnalyzer(
+                OracleTeacher(components.env_factory("train"), d.step_skills),
+                d.step_skills,
+                min_skill_words=d.min_skill_words,
+            )
         elif d.skill_source == "privileged":
             self.analyzer = PrivilegedAnalyzer(components.env_factory("train"))
         elif d.skill_source == "sibling":
@@ -54,7 +64,9 @@ class DistillStage:
             return c.scoring_backend()
         if d.teacher_weights == "base" and c.reference is not None:  # the frozen start model, shared with KL
             return c.reference
-        return HFBackend(frozen_copy(c.policy.model), c.tokenizer, device=c.cfg.model.device, precision=c.cfg.model.precision)
+        return HFBackend(
+            frozen_copy(c.policy.model), c.tokenizer, device=c.cfg.model.device, precision=c.cfg.model.precision
+        )
 
     def run(self, update: int, episodes: list[Episode], samples: list[StepSample]) -> dict:
         """Skills for the finished episodes, then each skilled step's teacher log-probs onto its sample
@@ -69,17 +81,34 @@ class DistillStage:
         t_analysis = time.perf_counter() - t0
         with self.path.open("a") as f:
             for e in finished:
-                f.write(json.dumps({"update": update, "episode_id": e.episode_id, "outcome": "success" if e.won
-                                    else "failure", "task_type": e.task_type, "skill": e.skill,
-                                    "step_skills": e.step_skills,
-                                    "analysis": e.analysis}) + "\n")
+                f.write(
+                    json.dumps(
+                        {
+                            "update": update,
+                            "episode_id": e.episode_id,
+                            "outcome": "success" if e.won else "failure",
+                            "task_type": e.task_type,
+                            "skill": e.skill,
+                            "step_skills": e.step_skills,
+                            "analysis": e.analysis,
+                        }
+                    )
+                    + "\n"
+                )
         t1 = time.perf_counter()
         skills = {e.episode_id: e.skill for e in finished if e.skill}
         step_skills = {e.episode_id: e.step_skills for e in finished if e.skill and e.step_skills}
         if self.teacher_backend is self.c.reference:  # the frozen start model: its weights may have been freed
             self.c.scoring_reference()
-        teacher = rescore(self.teacher_backend, self.c.tokenizer, samples, skills, self.c.cfg.algo.token_budget,
-                          step_skills, self.c.cfg.rollout.max_prompt_tokens)
+        teacher = rescore(
+            self.teacher_backend,
+            self.c.tokenizer,
+            samples,
+            skills,
+            self.c.cfg.algo.token_budget,
+            step_skills,
+            self.c.cfg.rollout.max_prompt_tokens,
+        )
         for sample, logps in zip(samples, teacher):
             sample.teacher_logps = logps
         t_rescore = time.perf_counter() - t1
@@ -88,7 +117,8 @@ class DistillStage:
         t_expert = time.perf_counter() - t2
         with_skill = [e for e in finished if e.skill]
         return {
-            "distill/parse_rate": sum(bool(e.analysis and e.analysis["parsed"]) for e in finished) / max(1, len(finished)),
+            "distill/parse_rate": sum(bool(e.analysis and e.analysis["parsed"]) for e in finished)
+            / max(1, len(finished)),
             "distill/skill_rate": len(with_skill) / max(1, len(finished)),
             "distill/skill_words": sum(len(e.skill.split()) for e in with_skill) / max(1, len(with_skill)),
             "distill/step_skills": sum(len(e.step_skills) for e in with_skill) / max(1, len(with_skill)),

@@ -1,4 +1,5 @@
 """Evaluation on fixed panels: plain prompt, temperature 0.4, one episode per task seed 0..N-1 of each split."""
+
 from __future__ import annotations
 
 import math
@@ -18,9 +19,12 @@ def success_table(episodes: list[Episode]) -> dict:
     by_type: dict[str, list[Episode]] = defaultdict(list)
     for e in episodes:
         by_type[e.task_type or "all"].append(e)
-    return {"overall": summary(episodes), "per_task_type": {t: summary(v) for t, v in sorted(by_type.items())},
-            "mean_steps": sum(len(e.steps) for e in episodes) / max(1, len(episodes)),
-            "invalid_rate": sum(e.num_invalid for e in episodes) / max(1, sum(len(e.steps) for e in episodes))}
+    return {
+        "overall": summary(episodes),
+        "per_task_type": {t: summary(v) for t, v in sorted(by_type.items())},
+        "mean_steps": sum(len(e.steps) for e in episodes) / max(1, len(episodes)),
+        "invalid_rate": sum(e.num_invalid for e in episodes) / max(1, sum(len(e.steps) for e in episodes)),
+    }
 
 
 def evaluate(components, splits: list[str] | None = None, episodes: int | None = None, progress=None) -> dict:
@@ -28,8 +32,14 @@ def evaluate(components, splits: list[str] | None = None, episodes: int | None =
     results = {}
     for split in splits or cfg.eval.splits:
         collector = components.collector(split)
-        eps = collector.collect(components.rollout_backend(), list(range(episodes or cfg.eval.episodes)), 1,
-                                components.eval_sampling(), id_prefix=f"eval-{split}-", progress=progress)
+        eps = collector.collect(
+            components.rollout_backend(),
+            list(range(episodes or cfg.eval.episodes)),
+            1,
+            components.eval_sampling(),
+            id_prefix=f"eval-{split}-",
+            progress=progress,
+        )
         collector.close()
         results[split] = success_table(eps)
         results[split]["episodes"] = eps

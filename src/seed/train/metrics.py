@@ -1,4 +1,5 @@
 """Metrics: one JSON object per line in metrics.jsonl (with an `update` key) and the same scalars in TensorBoard."""
+
 from __future__ import annotations
 
 import ctypes
@@ -103,8 +104,9 @@ def _heap_release() -> Callable[[], object] | None:
 
 def finite_numbers(values: dict) -> dict[str, float]:
     """The finite numbers of a metrics row: what charts can draw (strings and NaN stay in metrics.jsonl)."""
-    return {k: v for k, v in values.items()
-            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
+    return {
+        k: v for k, v in values.items() if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    }
 
 
 class MetricsLogger:

@@ -1,6 +1,7 @@
 """The guarded optimizer step of the start stages (format warm-up, analyzer SFT): a step whose loss or gradient
 norm is NaN/inf is not taken, so a bad batch can never write non-finite weights (the RL update has the same
 guard, shared across data-parallel ranks, in seed.train.rl.policy_update)."""
+
 from __future__ import annotations
 
 import logging
@@ -14,8 +15,9 @@ from seed.train.metrics import trim_heap
 log = logging.getLogger(__name__)
 
 
-def adamw(model: torch.nn.Module, lr: float, weight_decay: float, betas: tuple[float, float] = (0.9, 0.999)
-          ) -> torch.optim.AdamW:
+def adamw(
+    model: torch.nn.Module, lr: float, weight_decay: float, betas: tuple[float, float] = (0.9, 0.999)
+) -> torch.optim.AdamW:
     """AdamW over the model's trainable parameters, fused where the parameters are plain tensors: one kernel per
     parameter updates the moments and the weight in place, where the multi-tensor path allocates temporaries the
     size of all parameters for each of its steps (a transient peak the size of the fp32 model on CPU). Sharded
@@ -25,8 +27,9 @@ def adamw(model: torch.nn.Module, lr: float, weight_decay: float, betas: tuple[f
     return torch.optim.AdamW(params, lr=lr, betas=betas, weight_decay=weight_decay, fused=fused or None)
 
 
-def guarded_step(optimizer: torch.optim.Optimizer, params: list[torch.Tensor], max_norm: float,
-                 loss_value: float) -> bool:
+def guarded_step(
+    optimizer: torch.optim.Optimizer, params: list[torch.Tensor], max_norm: float, loss_value: float
+) -> bool:
     """Clip, step and drop the spent gradients; False (gradients dropped, nothing changed) when the loss or the
     gradient norm is not finite."""
     norm = float(torch.nn.utils.clip_grad_norm_(params, max_norm)) if math.isfinite(loss_value) else math.nan
@@ -40,8 +43,9 @@ def guarded_step(optimizer: torch.optim.Optimizer, params: list[torch.Tensor], m
     return True
 
 
-def warmup_cosine(optimizer: torch.optim.Optimizer, total_steps: int, warmup_ratio: float
-                  ) -> torch.optim.lr_scheduler.LambdaLR:
+def warmup_cosine(
+    optimizer: torch.optim.Optimizer, total_steps: int, warmup_ratio: float
+) -> torch.optim.lr_scheduler.LambdaLR:
     """Linear warm-up over the first `warmup_ratio` of the steps, then cosine decay to 0 (verl's SFT schedule)."""
     warm = max(1, math.ceil(warmup_ratio * total_steps)) if warmup_ratio > 0 else 0
 

@@ -1,4 +1,5 @@
 """Stages of a run, each resumable inside one run directory: warm-up, eval, train."""
+
 from __future__ import annotations
 
 import json
@@ -8,8 +9,13 @@ from pathlib import Path
 from seed.config import Config, check_resume, redacted, save_config
 from seed.errors import CheckpointError, RunError
 from seed.storage import atomic_write_text, load_verified, save_verified
-from seed.train.checkpoint import (check_finite_weights, load_latest_checkpoint, remove_stale_temporaries,
-                                   rng_state, save_checkpoint)
+from seed.train.checkpoint import (
+    check_finite_weights,
+    load_latest_checkpoint,
+    remove_stale_temporaries,
+    rng_state,
+    save_checkpoint,
+)
 from seed.train.evaluate import evaluate, format_table
 from seed.train.metrics import MetricsLogger, phase_peak, read_metrics
 from seed.train.rl import make_optimizer, train, write_jsonl
@@ -59,10 +65,20 @@ def _save_start_point(components, stages: dict) -> None:
     check_finite_weights(weights, "the start point")
     save_verified({"model": weights}, Path(cfg.run_dir) / "reference.pt")
     load_reference(components)
-    save_checkpoint(Path(cfg.run_dir), 0, {
-        "model": weights, "optimizer": make_optimizer(components.policy.model, cfg).state_dict(),
-        "rng": rng_state(), "generator": components.policy.generator.get_state(), "update": 0,
-        "config": redacted(cfg.to_dict()), "start_stages": stages}, keep=cfg.train.keep_checkpoints)
+    save_checkpoint(
+        Path(cfg.run_dir),
+        0,
+        {
+            "model": weights,
+            "optimizer": make_optimizer(components.policy.model, cfg).state_dict(),
+            "rng": rng_state(),
+            "generator": components.policy.generator.get_state(),
+            "update": 0,
+            "config": redacted(cfg.to_dict()),
+            "start_stages": stages,
+        },
+        keep=cfg.train.keep_checkpoints,
+    )
 
 
 def _start_stage(components, name: str, fn) -> None:
@@ -154,8 +170,7 @@ def eval_stage(components, tag: str) -> dict:
     if sink is not None:  # initial at step 0, final after the last update, update_N at N
         steps = {"initial": 0, "final": cfg.train.updates}
         step = steps[tag] if tag in steps else int(tag.rsplit("_", 1)[-1])
-        sink.log(step, {f"eval/{split}/{k}": v for split, r in results.items()
-                        for k, v in r["overall"].items()})
+        sink.log(step, {f"eval/{split}/{k}": v for split, r in results.items() for k, v in r["overall"].items()})
     tmp = out.with_suffix(".tmp")
     tmp.write_text(json.dumps(results, indent=2))
     tmp.replace(out)
@@ -180,8 +195,9 @@ def load_reference(components) -> None:
         try:
             weights = load_verified(start)["model"]
         except CheckpointError as exc:
-            raise RunError(f"{ref_path} is missing and cannot be rebuilt ({exc}); restore reference.pt or start a "
-                           f"new run_dir") from exc
+            raise RunError(
+                f"{ref_path} is missing and cannot be rebuilt ({exc}); restore reference.pt or start a new run_dir"
+            ) from exc
         save_verified({"model": weights}, ref_path)
         log.warning("reference.pt was missing: rebuilt from %s", start)
         print(f"seed: {ref_path} was missing; rebuilt from the start point {start.name}")

@@ -13,6 +13,7 @@ oracle's skill of an episode of another task) and empty (the skill block with no
 context raises the expert action (expert_delta_mean > 0, the *skill lift*) and raises it more than the sampled
 action where the two differ (prefers_expert_share > 0.5); the controls should do neither.
 """
+
 from __future__ import annotations
 
 import math
@@ -22,9 +23,9 @@ from dataclasses import dataclass
 
 from seed.agent import left_truncate, parse_action, render, situation
 from seed.envs.base import checked_result
-from seed.types import Episode, StepSample, StepState
 from seed.skills.sources import PolicyAnalyzer, PrivilegedAnalyzer, TeacherAnalyzer, sibling_contexts
 from seed.skills.teachers import OracleTeacher, expert_moves
+from seed.types import Episode, StepSample, StepState
 
 SCORING_BUDGET = 8192  # padded tokens per no-grad scoring micro-batch
 CONTEXTS = ("policy", "oracle", "sibling", "privileged", "shuffled", "empty")
@@ -42,8 +43,13 @@ class ProbeState:
 def expert_episode(env, env_name: str, task_seed: int, group: int, history_length: int, max_steps: int) -> Episode:
     """The expert's play of one task from its start, in the collector's shape (responses in the answer format)."""
     obs = checked_result("reset", env.reset(task_seed))
-    ep = Episode(episode_id=f"probe-expert-t{task_seed}", group_id=group, task_seed=task_seed, task=obs.task,
-                 task_type=obs.task_type)
+    ep = Episode(
+        episode_id=f"probe-expert-t{task_seed}",
+        group_id=group,
+        task_seed=task_seed,
+        task=obs.task,
+        task_type=obs.task_type,
+    )
     history: list[tuple[str, str]] = []
     for step in range(max_steps):
         plan = env.expert_plan()
@@ -60,18 +66,21 @@ def expert_episode(env, env_name: str, task_seed: int, group: int, history_lengt
     return ep
 
 
-def build_panel(components, split: str, n_states: int, group_size: int = 4, seed: int = 0
-                ) -> tuple[list[ProbeState], list[Episode], list[Episode]]:
+def build_panel(
+    components, split: str, n_states: int, group_size: int = 4, seed: int = 0
+) -> tuple[list[ProbeState], list[Episode], list[Episode]]:
     """The panel (half expert-play states, half policy states, drawn with `seed`), and the episodes behind it."""
     cfg = components.cfg
     n_tasks = max(2, math.ceil(n_states / 4))
     seeds = list(range(n_tasks))
     env = components.env_factory(split)()
-    experts = [expert_episode(env, cfg.env.name, s, t, cfg.env.history_length, cfg.env.max_steps)
-               for t, s in enumerate(seeds)]
+    experts = [
+        expert_episode(env, cfg.env.name, s, t, cfg.env.history_length, cfg.env.max_steps) for t, s in enumerate(seeds)
+    ]
     collector = components.collector(split)
-    rollouts = collector.collect(components.rollout_backend(), seeds, group_size, components.rollout_sampling(),
-                                 id_prefix=f"probe-{split}-")
+    rollouts = collector.collect(
+        components.rollout_backend(), seeds, group_size, components.rollout_sampling(), id_prefix=f"probe-{split}-"
+    )
     collector.close()
     policy_states = []
     for e in rollouts:
@@ -93,16 +102,29 @@ def _sample_responses(components, states: list[ProbeState]) -> None:
     """The policy's own response in each expert-play state (the expert's text stays on the episode)."""
     cfg, tok = components.cfg, components.tokenizer
     prompts = [left_truncate(render(p.sample.state, tok), cfg.rollout.max_prompt_tokens) for p in states]
-    gens = components.rollout_backend().generate(prompts, components.rollout_sampling(),
-                                                 batch_size=cfg.rollout.generation_batch_size)
+    gens = components.rollout_backend().generate(
+        prompts, components.rollout_sampling(), batch_size=cfg.rollout.generation_batch_size
+    )
     for p, prompt, gen in zip(states, prompts, gens):
         parsed = parse_action(gen.text, p.sample.state.admissible, cfg.rollout.validity)
-        p.sample = StepSample(p.sample.state, prompt, gen.ids, gen.logps, gen.text, parsed.action, parsed.valid,
-                              0.0, p.episode.episode_id, p.episode.group_id, p.sample.step_index)
+        p.sample = StepSample(
+            p.sample.state,
+            prompt,
+            gen.ids,
+            gen.logps,
+            gen.text,
+            parsed.action,
+            parsed.valid,
+            0.0,
+            p.episode.episode_id,
+            p.episode.group_id,
+            p.sample.step_index,
+        )
 
 
-def panel_contexts(components, split: str, panel: list[ProbeState], rollouts: list[Episode],
-                   names: tuple[str, ...] = CONTEXTS) -> dict[str, list[str | None]]:
+def panel_contexts(
+    components, split: str, panel: list[ProbeState], rollouts: list[Episode], names: tuple[str, ...] = CONTEXTS
+) -> dict[str, list[str | None]]:
     """Per context, per state: the teacher context (None where the context has nothing for that state)."""
     d = components.cfg.distill
     episodes = list({id(p.episode): p.episode for p in panel}.values())
@@ -115,10 +137,17 @@ def panel_contexts(components, split: str, panel: list[ProbeState], rollouts: li
     if "oracle" in names or "shuffled" in names:
         per_episode["oracle"] = skills(TeacherAnalyzer(OracleTeacher(components.env_factory(split))))
     if "policy" in names:
-        per_episode["policy"] = skills(PolicyAnalyzer(
-            components.rollout_backend(), components.tokenizer, d.analyzer_max_new_tokens,
-            d.analyzer_batch_size, max_prompt_tokens=d.analyzer_max_prompt_tokens,
-            min_skill_words=d.min_skill_words, skill_first=d.skill_first))
+        per_episode["policy"] = skills(
+            PolicyAnalyzer(
+                components.rollout_backend(),
+                components.tokenizer,
+                d.analyzer_max_new_tokens,
+                d.analyzer_batch_size,
+                max_prompt_tokens=d.analyzer_max_prompt_tokens,
+                min_skill_words=d.min_skill_words,
+                skill_first=d.skill_first,
+            )
+        )
     if "privileged" in names:
         per_episode["privileged"] = skills(PrivilegedAnalyzer(components.env_factory(split)))
     if "sibling" in names:
@@ -142,15 +171,17 @@ def continuation(tokenizer, p: ProbeState, action: str) -> tuple[list[int], int,
     action, `</action>`; and the action's token span [start, end)."""
     text = p.sample.response_text
     cut = text.lower().find("<action>")
-    prefix = text[:cut + len("<action>")] if cut >= 0 else \
-        f"<think>{situation(p.sample.state.observation)}</think><action>"
+    prefix = (
+        text[: cut + len("<action>")] if cut >= 0 else f"<think>{situation(p.sample.state.observation)}</think><action>"
+    )
     head = tokenizer.encode(prefix, add_special_tokens=False)
     body = tokenizer.encode(action, add_special_tokens=False)
     return head + body + tokenizer.encode("</action>", add_special_tokens=False), len(head), len(head) + len(body)
 
 
-def score_panel(components, panel: list[ProbeState], contexts: dict[str, list[str | None]]
-                ) -> tuple[dict[str, list[tuple[float, float] | None]], int]:
+def score_panel(
+    components, panel: list[ProbeState], contexts: dict[str, list[str | None]]
+) -> tuple[dict[str, list[tuple[float, float] | None]], int]:
     """Per context (and `plain`), per state: log-probs of (expert action, sampled action), summed over its tokens;
     and the number of tokens the scoring forwards ran (each distinct prompt once, plus every continuation)."""
     cfg, tok = components.cfg, components.tokenizer
@@ -192,8 +223,11 @@ def names_situation(context: str | None, state: StepState) -> bool:
     return bool(context) and f"when '{situation(state.observation).rstrip('.')}'" in context
 
 
-def summarise(panel: list[ProbeState], scores: dict[str, list[tuple[float, float] | None]],
-              contexts: dict[str, list[str | None]] | None = None) -> dict:
+def summarise(
+    panel: list[ProbeState],
+    scores: dict[str, list[tuple[float, float] | None]],
+    contexts: dict[str, list[str | None]] | None = None,
+) -> dict:
     """Per context: mean shift of the expert and of the sampled action (with SE), and over the states where the two
     differ, the share where the context raises the expert action more; `by_source` repeats the expert action's
     shift for the expert-play and the policy states alone (a context may inform one kind and not the other), and
@@ -227,15 +261,29 @@ def summarise(panel: list[ProbeState], scores: dict[str, list[tuple[float, float
         for key, want in (("named", True), ("not_named", False)):
             m, se = mean_se([e for e, hit in zip(expert, named) if hit == want])
             by_rule[key] = {"expert_delta_mean": m, "expert_delta_se": se, "n": named.count(want)}
-        out[name] = {"expert_delta_mean": em, "expert_delta_se": ese, "sampled_delta_mean": sm,
-                     "sampled_delta_se": sse, "prefers_expert_share": share,
-                     "prefers_expert_se": math.sqrt(share * (1 - share) / len(prefers)) if prefers else math.nan,
-                     "n": len(expert), "n_differ": len(prefers), "by_source": by_source, "by_rule": by_rule}
+        out[name] = {
+            "expert_delta_mean": em,
+            "expert_delta_se": ese,
+            "sampled_delta_mean": sm,
+            "sampled_delta_se": sse,
+            "prefers_expert_share": share,
+            "prefers_expert_se": math.sqrt(share * (1 - share) / len(prefers)) if prefers else math.nan,
+            "n": len(expert),
+            "n_differ": len(prefers),
+            "by_source": by_source,
+            "by_rule": by_rule,
+        }
     return out
 
 
-def run_probe(components, split: str = "valid_seen", n_states: int = 64, names: tuple[str, ...] = CONTEXTS,
-              group_size: int = 4, seed: int = 0) -> dict:
+def run_probe(
+    components,
+    split: str = "valid_seen",
+    n_states: int = 64,
+    names: tuple[str, ...] = CONTEXTS,
+    group_size: int = 4,
+    seed: int = 0,
+) -> dict:
     t0 = time.perf_counter()
     panel, _, rollouts = build_panel(components, split, n_states, group_size, seed)
     t1 = time.perf_counter()
@@ -247,12 +295,17 @@ def run_probe(components, split: str = "valid_seen", n_states: int = 64, names: 
     return {
         "contexts": summarise(panel, scores, contexts),
         # what each context says: its first few distinct texts, in panel order (e.g. what the analyzer writes)
-        "examples": {name: list(dict.fromkeys(c for c in per_state if c))[:EXAMPLES]
-                     for name, per_state in contexts.items()},
-        "panel": {"split": split, "states": len(panel), "from_expert": sum(p.source == "expert" for p in panel),
-                  "from_policy": sum(p.source == "policy" for p in panel),
-                  "sampled_is_expert": sum(p.expert_action.lower() == (p.sample.action or "").lower() for p in panel),
-                  "plain_expert_logp_mean": mean_se(plain_expert)[0]},
+        "examples": {
+            name: list(dict.fromkeys(c for c in per_state if c))[:EXAMPLES] for name, per_state in contexts.items()
+        },
+        "panel": {
+            "split": split,
+            "states": len(panel),
+            "from_expert": sum(p.source == "expert" for p in panel),
+            "from_policy": sum(p.source == "policy" for p in panel),
+            "sampled_is_expert": sum(p.expert_action.lower() == (p.sample.action or "").lower() for p in panel),
+            "plain_expert_logp_mean": mean_se(plain_expert)[0],
+        },
         "time_s": {"panel": t1 - t0, "contexts": t2 - t1, "scoring": t3 - t2, "total": t3 - t0},
         # the scoring stage is forwards over these tokens: its time is this count over the CPU's throughput
         "scoring": {"tokens": scored_tokens, "tokens_per_s": scored_tokens / max(t3 - t2, 1e-9)},
@@ -260,22 +313,30 @@ def run_probe(components, split: str = "valid_seen", n_states: int = 64, names: 
 
 
 def format_probe(result: dict) -> str:
-    lines = [f"{'context':<12}{'expert Δ':>10}{'± se':>8}{'sampled Δ':>11}{'± se':>8}{'prefers':>9}{'± se':>7}"
-             f"{'n':>5}{'differ':>8}{'expert Δ: expert play':>24}{'policy states':>16}"
-             f"{'rule named (n)':>22}{'not named (n)':>22}"]
+    lines = [
+        f"{'context':<12}{'expert Δ':>10}{'± se':>8}{'sampled Δ':>11}{'± se':>8}{'prefers':>9}{'± se':>7}"
+        f"{'n':>5}{'differ':>8}{'expert Δ: expert play':>24}{'policy states':>16}"
+        f"{'rule named (n)':>22}{'not named (n)':>22}"
+    ]
     for name, r in result["contexts"].items():
         by, rule = r["by_source"], r["by_rule"]
-        lines.append(f"{name:<12}{r['expert_delta_mean']:>+10.3f}{r['expert_delta_se']:>8.3f}"
-                     f"{r['sampled_delta_mean']:>+11.3f}{r['sampled_delta_se']:>8.3f}"
-                     f"{r['prefers_expert_share']:>9.3f}{r['prefers_expert_se']:>7.3f}{r['n']:>5}{r['n_differ']:>8}"
-                     f"{by['expert']['expert_delta_mean']:>+14.3f} ± {by['expert']['expert_delta_se']:.3f}"
-                     f"{by['policy']['expert_delta_mean']:>+9.3f} ± {by['policy']['expert_delta_se']:.3f}"
-                     + "".join(f"{rule[k]['expert_delta_mean']:>+10.3f} ± {rule[k]['expert_delta_se']:.3f} "
-                               f"({rule[k]['n']:>2})" for k in ("named", "not_named")))
+        lines.append(
+            f"{name:<12}{r['expert_delta_mean']:>+10.3f}{r['expert_delta_se']:>8.3f}"
+            f"{r['sampled_delta_mean']:>+11.3f}{r['sampled_delta_se']:>8.3f}"
+            f"{r['prefers_expert_share']:>9.3f}{r['prefers_expert_se']:>7.3f}{r['n']:>5}{r['n_differ']:>8}"
+            f"{by['expert']['expert_delta_mean']:>+14.3f} ± {by['expert']['expert_delta_se']:.3f}"
+            f"{by['policy']['expert_delta_mean']:>+9.3f} ± {by['policy']['expert_delta_se']:.3f}"
+            + "".join(
+                f"{rule[k]['expert_delta_mean']:>+10.3f} ± {rule[k]['expert_delta_se']:.3f} ({rule[k]['n']:>2})"
+                for k in ("named", "not_named")
+            )
+        )
     p, t = result["panel"], result["time_s"]
-    lines.append(f"panel: {p['states']} states of {p['split']} ({p['from_expert']} from expert play, "
-                 f"{p['from_policy']} from the policy's rollouts; sampled = expert in {p['sampled_is_expert']}); "
-                 f"{t['total']:.1f} s (panel {t['panel']:.0f}, contexts {t['contexts']:.0f}, "
-                 f"scoring {t['scoring']:.0f}: {result['scoring']['tokens']} tokens at "
-                 f"{result['scoring']['tokens_per_s']:.0f}/s)")
+    lines.append(
+        f"panel: {p['states']} states of {p['split']} ({p['from_expert']} from expert play, "
+        f"{p['from_policy']} from the policy's rollouts; sampled = expert in {p['sampled_is_expert']}); "
+        f"{t['total']:.1f} s (panel {t['panel']:.0f}, contexts {t['contexts']:.0f}, "
+        f"scoring {t['scoring']:.0f}: {result['scoring']['tokens']} tokens at "
+        f"{result['scoring']['tokens_per_s']:.0f}/s)"
+    )
     return "\n".join(lines)

@@ -9,6 +9,7 @@
 and the loop around it: fixed task seeds per update (so a resumed run never repeats one), episode files,
 metrics, atomic checkpoints.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,22 +22,36 @@ from pathlib import Path
 
 import torch
 
-from seed.algos import ADVANTAGES, AdvantageParams, DistillParams, LossStats, ObjectiveParams, PolicyLossParams, \
-    StepScores, TokenTensors, rl_objective
 from seed.agent import action_token_mask
+from seed.algos import (
+    ADVANTAGES,
+    AdvantageParams,
+    DistillParams,
+    LossStats,
+    ObjectiveParams,
+    PolicyLossParams,
+    StepScores,
+    TokenTensors,
+    rl_objective,
+)
 from seed.algos.distill import raised_by_skill
 from seed.algos.signal import SampleShift, agreement_auc, signal_metrics, signal_sums
-from seed.models.batching import prompt_sharing_batches
-from seed.models.load import trainable_parameters
-from seed.types import Episode, StepSample
 from seed.config import redacted
 from seed.errors import NonFiniteError, RunError
+from seed.models.batching import prompt_sharing_batches
+from seed.models.load import trainable_parameters
 from seed.storage import read_jsonl, write_jsonl_rows
-from seed.train.checkpoint import (load_latest_checkpoint, remove_stale_temporaries, rng_state, save_checkpoint,
-                                   set_rng_state)
+from seed.train.checkpoint import (
+    load_latest_checkpoint,
+    remove_stale_temporaries,
+    rng_state,
+    save_checkpoint,
+    set_rng_state,
+)
 from seed.train.metrics import MetricsLogger, phase_peak, rss_mb, trim_heap
 from seed.train.optim import adamw
 from seed.train.wandb_sink import open_sink
+from seed.types import Episode, StepSample
 
 log = logging.getLogger(__name__)
 
@@ -62,10 +77,14 @@ def step_scores(episodes: list[Episode], invalid_penalty: float) -> StepScores:
     invalid-action penalty (the official per-step score); an episode's score subtracts all its penalties."""
     steps = [(i, e, s) for i, e in enumerate(episodes) for s in e.steps]
     outcome = [e.score + invalid_penalty * e.num_invalid for e in episodes]
-    return StepScores(episode=[i for i, _, _ in steps], group=[e.group_id for _, e, _ in steps],
-                      step_score=[outcome[i] - invalid_penalty * (not s.valid) for i, _, s in steps],
-                      episode_score=[e.score for e in episodes], step_reward=[s.reward for _, _, s in steps],
-                      anchor=[s.state.observation for _, _, s in steps])
+    return StepScores(
+        episode=[i for i, _, _ in steps],
+        group=[e.group_id for _, e, _ in steps],
+        step_score=[outcome[i] - invalid_penalty * (not s.valid) for i, _, s in steps],
+        episode_score=[e.score for e in episodes],
+        step_reward=[s.reward for _, _, s in steps],
+        anchor=[s.state.observation for _, _, s in steps],
+    )
 
 
 def advantage_params(a) -> AdvantageParams:
@@ -99,14 +118,20 @@ def mini_batch_plan(n: int, size: int, pad: bool, rng: random.Random) -> list[li
     missing = -n % size
     if pad and missing:
         order += rng.sample(range(n), missing)  # missing < size < n: no sample is drawn twice
-    return [order[i:i + size] for i in range(0, len(order), size)]
+    return [order[i : i + size] for i in range(0, len(order), size)]
 
 
 def objective_params(cfg) -> ObjectiveParams:
     a, d = cfg.algo, cfg.distill
-    return ObjectiveParams(policy_loss=a.policy_loss, policy=PolicyLossParams(a.clip, a.clip_ratio_c),
-                           kl_coef=a.kl_coef, entropy_coef=a.entropy_coef, distill=d.kind, distill_coef=d.coef,
-                           distill_params=DistillParams(beta=d.beta, opid_weight=d.opid_weight))
+    return ObjectiveParams(
+        policy_loss=a.policy_loss,
+        policy=PolicyLossParams(a.clip, a.clip_ratio_c),
+        kl_coef=a.kl_coef,
+        entropy_coef=a.entropy_coef,
+        distill=d.kind,
+        distill_coef=d.coef,
+        distill_params=DistillParams(beta=d.beta, opid_weight=d.opid_weight),
+    )
 
 
 class SkipGuard:
@@ -123,9 +148,11 @@ class SkipGuard:
         self.in_a_row, self.total = self.in_a_row + 1, self.total + 1
         log.warning("optimizer step skipped (%s); %d in a row", why, self.in_a_row)
         if self.in_a_row >= self.limit:
-            raise NonFiniteError(f"{self.in_a_row} optimizer steps in a row were skipped for a non-finite {why} "
-                                 f"(train.max_skipped_steps = {self.limit}); the weights of the last checkpoint are "
-                                 f"intact: lower algo.lr (now {self.lr:g}) or check the data, then resume")
+            raise NonFiniteError(
+                f"{self.in_a_row} optimizer steps in a row were skipped for a non-finite {why} "
+                f"(train.max_skipped_steps = {self.limit}); the weights of the last checkpoint are "
+                f"intact: lower algo.lr (now {self.lr:g}) or check the data, then resume"
+            )
 
 
 @dataclass
@@ -138,8 +165,9 @@ class _Scores:
     old: list[list[float]] | None
 
 
-def policy_update(components, optimizer, batch: Batch, dp=None, guard: SkipGuard | None = None,
-                  update: int = 0) -> dict:
+def policy_update(
+    components, optimizer, batch: Batch, dp=None, guard: SkipGuard | None = None, update: int = 0
+) -> dict:
     """One PPO epoch over the batch: per mini-batch (`mini_batch_plan`), the objective of its micro-batches
     (token budget), one backward each, one optimizer step.
 
@@ -151,14 +179,17 @@ def policy_update(components, optimizer, batch: Batch, dp=None, guard: SkipGuard
     cfg, policy, a = components.cfg, components.policy, components.cfg.algo
     samples = batch.samples
     prompts, responses = [s.prompt_ids for s in samples], [s.response_ids for s in samples]
-    plan = mini_batch_plan(len(samples), a.mini_batch_size, a.pad_mini_batches,
-                           random.Random(cfg.seed * 1_000_003 + update))
+    plan = mini_batch_plan(
+        len(samples), a.mini_batch_size, a.pad_mini_batches, random.Random(cfg.seed * 1_000_003 + update)
+    )
     t0 = time.perf_counter()
     reference = components.scoring_reference()
     scores = _Scores(
         ref=reference.logprobs(prompts, responses, a.token_budget) if reference else None,
         old=policy.logprobs(prompts, responses, a.token_budget)
-        if len(plan) > 1 or cfg.distill.kind == "positive" else None)
+        if len(plan) > 1 or cfg.distill.kind == "positive"
+        else None,
+    )
     del reference
     components.release_reference()  # (model.offload_reference) not held through the steps and the next rollout
     t_scores = time.perf_counter() - t0
@@ -195,10 +226,15 @@ def teacher_signal(tokenizer, batch: Batch, shifts: dict[int, list[float]], dp=N
     for i, delta in sorted(shifts.items()):
         s = batch.samples[i]
         expert = s.expert_action
-        rows.append(SampleShift(
-            delta=delta, action=action_token_mask([tokenizer.decode([t]) for t in s.response_ids]),
-            won=bool(batch.won[i]) if batch.won is not None else False, advantage=float(batch.advantages[i]),
-            agrees=None if expert is None else s.valid and s.action.strip().lower() == expert.strip().lower()))
+        rows.append(
+            SampleShift(
+                delta=delta,
+                action=action_token_mask([tokenizer.decode([t]) for t in s.response_ids]),
+                won=bool(batch.won[i]) if batch.won is not None else False,
+                advantage=float(batch.advantages[i]),
+                agrees=None if expert is None else s.valid and s.action.strip().lower() == expert.strip().lower(),
+            )
+        )
     sums = signal_sums(rows)
     if dp is not None:
         sums = dp.sum_dict(sums)
@@ -207,8 +243,15 @@ def teacher_signal(tokenizer, batch: Batch, shifts: dict[int, list[float]], dp=N
     return out
 
 
-def _accumulate_gradients(components, batch: Batch, chunk: list[int], scores: _Scores, params: ObjectiveParams,
-                          dp, shifts: dict[int, list[float]] | None = None) -> tuple[LossStats, bool]:
+def _accumulate_gradients(
+    components,
+    batch: Batch,
+    chunk: list[int],
+    scores: _Scores,
+    params: ObjectiveParams,
+    dp,
+    shifts: dict[int, list[float]] | None = None,
+) -> tuple[LossStats, bool]:
     """Backward of the objective over one mini-batch's micro-batches; its stats and whether every loss was finite.
     Each skilled sample's per-token shift delta at its first forward goes into `shifts`."""
     policy, a = components.policy, components.cfg.algo
@@ -216,10 +259,11 @@ def _accumulate_gradients(components, batch: Batch, chunk: list[int], scores: _S
     distilling = params.distill != "none"
     tokens = sum(len(samples[i].response_ids) for i in chunk)
     active = _opd_active_tokens(samples, chunk, scores, params.distill)
-    micros = prompt_sharing_batches([samples[i].prompt_ids for i in chunk], [samples[i].response_ids for i in chunk],
-                                    a.token_budget)
+    micros = prompt_sharing_batches(
+        [samples[i].prompt_ids for i in chunk], [samples[i].response_ids for i in chunk], a.token_budget
+    )
     stats, finite = LossStats(), True
-    for micro, scale in (dp.share(micros) if dp is not None else [(m, 1.0) for m in micros]):
+    for micro, scale in dp.share(micros) if dp is not None else [(m, 1.0) for m in micros]:
         idx = [chunk[j] for j in micro]
         t = _token_tensors(policy, batch, idx, scores, with_entropy=params.entropy_coef > 0, distilling=distilling)
         loss, s = rl_objective(t, params, tokens, active)
@@ -242,33 +286,41 @@ def _opd_active_tokens(samples: list[StepSample], chunk: list[int], scores: _Sco
     skilled = [i for i in chunk if kind != "none" and samples[i].teacher_logps is not None]
     if kind != "positive":
         return sum(len(samples[i].response_ids) for i in skilled)
-    return sum(int(raised_by_skill(torch.tensor(samples[i].teacher_logps), torch.tensor(scores.old[i])).sum())
-               for i in skilled)
+    return sum(
+        int(raised_by_skill(torch.tensor(samples[i].teacher_logps), torch.tensor(scores.old[i])).sum()) for i in skilled
+    )
 
 
 def _record_shifts(shifts: dict[int, list[float]], idx: list[int], samples: list[StepSample], t: TokenTensors) -> None:
     delta = (t.teacher_logp - t.logp.detach().float()).cpu()
     for row, i in enumerate(idx):
         if samples[i].teacher_logps is not None and i not in shifts:
-            shifts[i] = delta[row, :len(samples[i].response_ids)].tolist()
+            shifts[i] = delta[row, : len(samples[i].response_ids)].tolist()
 
 
-def _token_tensors(policy, batch: Batch, idx: list[int], scores: _Scores, with_entropy: bool,
-                   distilling: bool) -> TokenTensors:
+def _token_tensors(
+    policy, batch: Batch, idx: list[int], scores: _Scores, with_entropy: bool, distilling: bool
+) -> TokenTensors:
     """One micro-batch's per-token tensors: the student forward (with grad) and the stored scores, padded alike."""
     samples = [batch.samples[i] for i in idx]
-    logp, mask, entropy = policy.forward_logps([s.prompt_ids for s in samples], [s.response_ids for s in samples],
-                                               with_entropy=with_entropy)
+    logp, mask, entropy = policy.forward_logps(
+        [s.prompt_ids for s in samples], [s.response_ids for s in samples], with_entropy=with_entropy
+    )
     teacher, skill_mask = None, None
     if distilling:
         has_skill = torch.tensor([s.teacher_logps is not None for s in samples], dtype=mask.dtype)
         skill_mask = mask * has_skill[:, None].to(mask.device)
         teacher = _pad([s.teacher_logps or [] for s in samples], logp)
     return TokenTensors(
-        logp=logp, mask=mask, entropy=entropy, advantage=batch.advantages[idx].to(logp.device),
+        logp=logp,
+        mask=mask,
+        entropy=entropy,
+        advantage=batch.advantages[idx].to(logp.device),
         old_logp=_pad([scores.old[i] for i in idx], logp) if scores.old is not None else logp.detach(),
         ref_logp=_pad([scores.ref[i] for i in idx], logp) if scores.ref is not None else None,
-        teacher_logp=teacher, skill_mask=skill_mask)
+        teacher_logp=teacher,
+        skill_mask=skill_mask,
+    )
 
 
 def _optimizer_step(policy, optimizer, grad_clip: float, finite: bool, dp, guard: SkipGuard | None) -> float | None:
@@ -290,25 +342,45 @@ def _optimizer_step(policy, optimizer, grad_clip: float, finite: bool, dp, guard
     return grad_norm
 
 
-def _update_stats(sums: dict, n_steps: int, skipped: int, grad_norms: list[float], trained_tokens: int,
-                  distilling: bool, t_scores: float) -> dict:
+def _update_stats(
+    sums: dict,
+    n_steps: int,
+    skipped: int,
+    grad_norms: list[float],
+    trained_tokens: int,
+    distilling: bool,
+    t_scores: float,
+) -> dict:
     per_step = {k: v / max(1, n_steps) for k, v in sums.items()}
-    stats = {f"train/{k}": per_step[k] for k in ("loss", "pg_loss", "kl", "entropy", "clip_frac", "dual_clip_frac",
-                                                 "approx_kl")}
+    stats = {
+        f"train/{k}": per_step[k]
+        for k in ("loss", "pg_loss", "kl", "entropy", "clip_frac", "dual_clip_frac", "approx_kl")
+    }
     if distilling:
         active = max(1.0, sums["active_tokens"])
-        stats.update({"distill/delta_mean": sums["delta_sum"] / active, "distill/gate_mean": sums["gate_sum"] / active,
-                      "distill/opd_loss": per_step["opd_loss"],
-                      "distill/active_token_share": sums["active_tokens"] / max(1, trained_tokens)})
-    stats.update({"train/grad_norm": sum(grad_norms) / max(1, len(grad_norms)), "train/skipped_steps": skipped,
-                  "train/optimizer_steps": n_steps, "time/reference": t_scores})
+        stats.update(
+            {
+                "distill/delta_mean": sums["delta_sum"] / active,
+                "distill/gate_mean": sums["gate_sum"] / active,
+                "distill/opd_loss": per_step["opd_loss"],
+                "distill/active_token_share": sums["active_tokens"] / max(1, trained_tokens),
+            }
+        )
+    stats.update(
+        {
+            "train/grad_norm": sum(grad_norms) / max(1, len(grad_norms)),
+            "train/skipped_steps": skipped,
+            "train/optimizer_steps": n_steps,
+            "time/reference": t_scores,
+        }
+    )
     return stats
 
 
 def _pad(rows: list[list[float]], like: torch.Tensor) -> torch.Tensor:
     out = torch.zeros_like(like, dtype=torch.float32)
     for b, r in enumerate(rows):
-        out[b, :len(r)] = torch.tensor(r, dtype=torch.float32)
+        out[b, : len(r)] = torch.tensor(r, dtype=torch.float32)
     return out
 
 
@@ -321,8 +393,10 @@ def _check_some_episode_ran(episodes: list[Episode], update: int) -> None:
     nothing."""
     faulted = [e for e in episodes if e.error is not None]
     if episodes and len(faulted) == len(episodes):
-        raise RunError(f"update {update}: all {len(episodes)} episodes faulted in the env (first: {faulted[0].error}); "
-                       f"check env.name / env.kwargs, or the env itself")
+        raise RunError(
+            f"update {update}: all {len(episodes)} episodes faulted in the env (first: {faulted[0].error}); "
+            f"check env.name / env.kwargs, or the env itself"
+        )
 
 
 def rollout_stats(episodes: list[Episode]) -> dict:
@@ -385,8 +459,12 @@ class SingleProcess:
         pass
 
     def save_checkpoint(self, components, optimizer, run_dir: Path, update: int, meta: dict, keep: int) -> None:
-        save_checkpoint(run_dir, update, {"model": components.policy.model.state_dict(),
-                                          "optimizer": optimizer.state_dict(), **meta}, keep=keep)
+        save_checkpoint(
+            run_dir,
+            update,
+            {"model": components.policy.model.state_dict(), "optimizer": optimizer.state_dict(), **meta},
+            keep=keep,
+        )
 
 
 def _resume(components, ranks, run_dir: Path) -> tuple[torch.optim.Optimizer, int]:
@@ -435,9 +513,13 @@ def train(components, progress_factory=None, ranks=None, evaluate_every=None) ->
         episodes, batch, stats = [], None, {}
         if main:
             with phase_peak(stats, "rollout"):
-                episodes = collector.collect(components.rollout_backend(), task_seeds_for_update(cfg, update),
-                                             cfg.rollout.group_size, components.rollout_sampling(),
-                                             id_prefix=f"u{update}-")
+                episodes = collector.collect(
+                    components.rollout_backend(),
+                    task_seeds_for_update(cfg, update),
+                    cfg.rollout.group_size,
+                    components.rollout_sampling(),
+                    id_prefix=f"u{update}-",
+                )
             stats["time/rollout"] = time.perf_counter() - t0
             _check_some_episode_ran(episodes, update + 1)
             batch = compute_advantages(episodes, cfg)
@@ -456,9 +538,14 @@ def train(components, progress_factory=None, ranks=None, evaluate_every=None) ->
         done = update + 1
         if main:
             stats.update(rollout_stats(episodes))
-            stats.update({"time/update": time.perf_counter() - t1, "time/total": time.perf_counter() - t0,
-                          "train/samples": len(batch.samples),
-                          "train/tokens": sum(len(s.response_ids) for s in batch.samples)})
+            stats.update(
+                {
+                    "time/update": time.perf_counter() - t1,
+                    "time/total": time.perf_counter() - t0,
+                    "train/samples": len(batch.samples),
+                    "train/tokens": sum(len(s.response_ids) for s in batch.samples),
+                }
+            )
         del episodes, batch
         trim_heap()  # this update's tensors are gone: their pages go back to the OS, so RSS stays flat
         if main and evaluate_every is not None and cfg.eval.every and done % cfg.eval.every == 0:
@@ -467,8 +554,13 @@ def train(components, progress_factory=None, ranks=None, evaluate_every=None) ->
             stats["memory/rss_mb"] = rss_mb()
             metrics.log(done, stats)
         if done % cfg.train.checkpoint_every == 0 or done == cfg.train.updates:  # every rank takes part
-            meta = {"rng": rng_state(), "generator": components.rollout_backend().generator.get_state(),
-                    "update": done, "config": redacted(cfg.to_dict()), "skills": _read_text(run_dir / "skills.jsonl")}
+            meta = {
+                "rng": rng_state(),
+                "generator": components.rollout_backend().generator.get_state(),
+                "update": done,
+                "config": redacted(cfg.to_dict()),
+                "skills": _read_text(run_dir / "skills.jsonl"),
+            }
             with phase_peak({}, "checkpoint"):
                 ranks.save_checkpoint(components, optimizer, run_dir, done, meta, cfg.train.keep_checkpoints)
         if bar is not None:

@@ -6,6 +6,7 @@ its command ends (`finish`), or before handing training to other processes. The 
 directory, so a resumed run directory continues the same W&B run. A W&B fault after the start is logged and
 turns the sink off: it never stops training.
 """
+
 from __future__ import annotations
 
 import logging
@@ -19,8 +20,20 @@ from seed.train.metrics import finite_numbers
 
 log = logging.getLogger(__name__)
 
-TABLE_COLUMNS = ["update", "episode_id", "group", "task_type", "task", "won", "score", "steps", "invalid_steps",
-                 "skill", "skill_parsed", "analyzer_output"]
+TABLE_COLUMNS = [
+    "update",
+    "episode_id",
+    "group",
+    "task_type",
+    "task",
+    "won",
+    "score",
+    "steps",
+    "invalid_steps",
+    "skill",
+    "skill_parsed",
+    "analyzer_output",
+]
 _ANALYZER_CHARS = 2000  # an analyzer that never stops would otherwise fill the table
 
 _open: WandbSink | None = None
@@ -59,9 +72,22 @@ def episode_rows(update: int, episodes: list, limit: int) -> list[list]:
     rows = []
     for ep in picked[:limit]:
         analysis = ep.analysis or {}
-        rows.append([update, ep.episode_id, ep.group_id, ep.task_type, ep.task, bool(ep.won), float(ep.score),
-                     len(ep.steps), ep.num_invalid, ep.skill or "", analysis.get("parsed"),
-                     str(analysis.get("raw", ""))[:_ANALYZER_CHARS]])
+        rows.append(
+            [
+                update,
+                ep.episode_id,
+                ep.group_id,
+                ep.task_type,
+                ep.task,
+                bool(ep.won),
+                float(ep.score),
+                len(ep.steps),
+                ep.num_invalid,
+                ep.skill or "",
+                analysis.get("parsed"),
+                str(analysis.get("raw", ""))[:_ANALYZER_CHARS],
+            ]
+        )
     return rows
 
 
@@ -77,12 +103,22 @@ class WandbSink:
         atomic_write_text(id_file, run_id)
         w = cfg.logging.wandb
         try:
-            self.run = wandb.init(project=w.project, entity=w.entity or None, mode=w.mode, dir=str(self.run_dir),
-                                  id=run_id, resume="allow", name=self.run_dir.name, config=redacted(cfg.to_dict()),
-                                  settings=wandb.Settings(console="off", silent=True))
+            self.run = wandb.init(
+                project=w.project,
+                entity=w.entity or None,
+                mode=w.mode,
+                dir=str(self.run_dir),
+                id=run_id,
+                resume="allow",
+                name=self.run_dir.name,
+                config=redacted(cfg.to_dict()),
+                settings=wandb.Settings(console="off", silent=True),
+            )
         except Exception as exc:  # wandb raises its own error types (no login, bad entity, no network)
-            raise RunError(f"W&B could not start (logging.wandb: project {w.project!r}, mode {w.mode!r}): "
-                           f"{' '.join(str(exc).split())[:300]}; use mode=offline without network") from exc
+            raise RunError(
+                f"W&B could not start (logging.wandb: project {w.project!r}, mode {w.mode!r}): "
+                f"{' '.join(str(exc).split())[:300]}; use mode=offline without network"
+            ) from exc
         self._wandb = wandb
 
     def log(self, step: int, values: dict) -> None:
@@ -91,8 +127,9 @@ class WandbSink:
     def log_episodes(self, step: int, episodes: list) -> None:
         rows = episode_rows(step, episodes, self.episodes_per_update)
         if rows:
-            self._guarded(lambda: self.run.log(
-                {"episodes": self._wandb.Table(columns=TABLE_COLUMNS, data=rows)}, step=step))
+            self._guarded(
+                lambda: self.run.log({"episodes": self._wandb.Table(columns=TABLE_COLUMNS, data=rows)}, step=step)
+            )
 
     def log_summary(self, values: dict) -> None:
         self._guarded(lambda: self.run.summary.update(values))

@@ -16,10 +16,12 @@ answer format with no skill block in sight and ignores one later; SEED's teacher
 skill, so its shift is only as informative as the model's reading of it. The moves are drawn as in the plain
 demonstrations (mostly random, the expert's at `expert_share`): were they the expert's, they could be read off the
 observation and the block ignored; were they all random, a skill block would also erase the plain prompt's
-preference for the expert's move wherever no rule names the situation (benchmarks/RESULTS.md, "Teacher signal"). The answer is ~20 tokens of which the action is one, and the format is
+preference for the expert's move wherever no rule names the situation (benchmarks/RESULTS.md, "Teacher signal").
+The answer is ~20 tokens of which the action is one, and the format is
 learnt in the first epoch: `action_weight` weighs the action's tokens above the rest, so that the demonstrations
 keep teaching what decides the move (the skill's rule) once the format is learnt.
 """
+
 from __future__ import annotations
 
 import logging
@@ -29,12 +31,10 @@ from typing import NamedTuple
 import torch
 
 from seed.agent import render, situation
-from seed.errors import ConfigError
 from seed.envs.base import checked_result
-from seed.errors import RunError
+from seed.errors import ConfigError, RunError
 from seed.models.batching import token_budget_batches
 from seed.models.load import trainable_parameters
-from seed.types import StepState
 from seed.skills.teachers import (
     MAX_CORRECTIONS,
     MAX_WORKFLOW_MOVES,
@@ -45,6 +45,7 @@ from seed.skills.teachers import (
 )
 from seed.train.metrics import trim_heap
 from seed.train.optim import adamw, guarded_step
+from seed.types import StepState
 
 log = logging.getLogger(__name__)
 
@@ -66,9 +67,15 @@ def answer(tok, think: str, action: str) -> Demonstration:
     return Demonstration([], head + body + tail, (len(head), len(head) + len(body)))
 
 
-def demonstrations(components, episodes: int, seed: int = 12345, expert_share: float = 0.0,
-                   thought: str = "fixed", skill_share: float = 0.0, foreign_share: float = 0.0
-                   ) -> list[Demonstration]:
+def demonstrations(
+    components,
+    episodes: int,
+    seed: int = 12345,
+    expert_share: float = 0.0,
+    thought: str = "fixed",
+    skill_share: float = 0.0,
+    foreign_share: float = 0.0,
+) -> list[Demonstration]:
     """Demonstrations (prompt ids, response ids, action span) from episodes on the train split (random or, at
     `expert_share`, expert actions; at `skill_share`, episodes of random moves under a skill that names them, or
     at `foreign_share` of those, a skill of another room's episode)."""
@@ -95,8 +102,9 @@ def demonstrations(components, episodes: int, seed: int = 12345, expert_share: f
     return pairs
 
 
-def _demonstration(env, cfg, tok, rng: random.Random, task_seed: int, expert_share: float,
-                   thought: str) -> list[Demonstration]:
+def _demonstration(
+    env, cfg, tok, rng: random.Random, task_seed: int, expert_share: float, thought: str
+) -> list[Demonstration]:
     """One demonstration episode's demonstrations; raises if the env misbehaves."""
     obs = checked_result("reset", env.reset(task_seed))
     history: list[tuple[str, str]] = []
@@ -116,8 +124,16 @@ def _demonstration(env, cfg, tok, rng: random.Random, task_seed: int, expert_sha
     return pairs
 
 
-def _skill_demonstration(env, cfg, tok, rng: random.Random, task_seed: int, thought: str,
-                         foreign_share: float = 0.0, expert_share: float = 0.0) -> list[Demonstration]:
+def _skill_demonstration(
+    env,
+    cfg,
+    tok,
+    rng: random.Random,
+    task_seed: int,
+    thought: str,
+    foreign_share: float = 0.0,
+    expert_share: float = 0.0,
+) -> list[Demonstration]:
     """One episode of random moves whose every prompt carries a skill, in the oracle's wording, with decision rules
     for some situations: a workflow naming the first moves of an episode, or an avoidance rule correcting a few of
     them (`MAX_CORRECTIONS`). Where a rule names the situation, reading the skill is the only way to the
@@ -131,8 +147,9 @@ def _skill_demonstration(env, cfg, tok, rng: random.Random, task_seed: int, thou
         states, moves, task = _random_walk(env, cfg, rng, task_seed + FOREIGN_SEED_OFFSET, {})
         foreign = _skill_naming(task, [situation(st.observation) for st in states], moves, states[0].admissible, rng)
     states, moves, task = _random_walk(env, cfg, rng, task_seed, dict(foreign[1]) if foreign else {}, expert_share)
-    skill, _ = foreign or _skill_naming(task, [situation(st.observation) for st in states], moves,
-                                         states[0].admissible, rng)
+    skill, _ = foreign or _skill_naming(
+        task, [situation(st.observation) for st in states], moves, states[0].admissible, rng
+    )
     pairs = []
     for step, (state, action) in enumerate(zip(states, moves)):
         think = situation(state.observation) if thought == "observation" else THOUGHTS[step % len(THOUGHTS)]
@@ -143,8 +160,9 @@ def _skill_demonstration(env, cfg, tok, rng: random.Random, task_seed: int, thou
 FOREIGN_SEED_OFFSET = 7_919  # the room a foreign skill was written for
 
 
-def _random_walk(env, cfg, rng: random.Random, task_seed: int, policy: dict[str, str], expert_share: float = 0.0
-                 ) -> tuple[list[StepState], list[str], str]:
+def _random_walk(
+    env, cfg, rng: random.Random, task_seed: int, policy: dict[str, str], expert_share: float = 0.0
+) -> tuple[list[StepState], list[str], str]:
     """One move per situation (`policy`, pre-filled with the moves some rules bind; a new situation's move is the
     expert's at `expert_share`, else random): the states met, the moves taken, and the task."""
     obs = checked_result("reset", env.reset(task_seed))
@@ -169,8 +187,9 @@ def _random_walk(env, cfg, rng: random.Random, task_seed: int, policy: dict[str,
     return states, moves, obs.task
 
 
-def _skill_naming(task: str, situations: list[str], moves: list[str], admissible: list[str],
-                  rng: random.Random) -> tuple[str, dict[str, str]]:
+def _skill_naming(
+    task: str, situations: list[str], moves: list[str], admissible: list[str], rng: random.Random
+) -> tuple[str, dict[str, str]]:
     """A workflow over the first situations' moves (half the time), else an avoidance rule correcting up to
     `MAX_CORRECTIONS` of them, each against another admissible action; and the move each rule binds, by situation."""
     rules = first_per_situation(list(zip(situations, moves)))
@@ -196,12 +215,21 @@ def format_warmup(components, progress_factory=None) -> dict:
     """SFT (response-only NLL) on the demonstrations; returns the mean loss of the first and last epoch."""
     cfg, policy = components.cfg, components.policy
     w = cfg.warmup
-    pairs = demonstrations(components, w.episodes, seed=cfg.seed, expert_share=w.expert_share, thought=w.thought,
-                           skill_share=w.skill_share, foreign_share=w.foreign_skill_share)
+    pairs = demonstrations(
+        components,
+        w.episodes,
+        seed=cfg.seed,
+        expert_share=w.expert_share,
+        thought=w.thought,
+        skill_share=w.skill_share,
+        foreign_share=w.foreign_skill_share,
+    )
     longest = max(len(d.response) for d in pairs)
     if longest > cfg.rollout.max_response_tokens:  # the model would learn answers it is never allowed to finish
-        raise ConfigError(f"format warm-up responses take up to {longest} tokens, more than "
-                         f"rollout.max_response_tokens={cfg.rollout.max_response_tokens}; raise it")
+        raise ConfigError(
+            f"format warm-up responses take up to {longest} tokens, more than "
+            f"rollout.max_response_tokens={cfg.rollout.max_response_tokens}; raise it"
+        )
     params = list(trainable_parameters(policy.model).values())
     opt = adamw(policy.model, lr=w.lr, weight_decay=0.0)
     rng = random.Random(cfg.seed)
@@ -210,7 +238,7 @@ def format_warmup(components, progress_factory=None) -> dict:
     policy.model.train()
     batches_per_epoch = None
     bar = None
-    for epoch in range(w.epochs):
+    for _ in range(w.epochs):
         rng.shuffle(pairs)
         batches = token_budget_batches([len(d.prompt) + len(d.response) for d in pairs], cfg.algo.token_budget)
         rng.shuffle(batches)
@@ -233,5 +261,9 @@ def format_warmup(components, progress_factory=None) -> dict:
         losses.append(sum(epoch_losses) / max(1, len(epoch_losses)))
     if bar is not None:
         bar.close()
-    return {"warmup/samples": len(pairs), "warmup/first_epoch_loss": losses[0], "warmup/last_epoch_loss": losses[-1],
-            "warmup/skipped_steps": skipped}
+    return {
+        "warmup/samples": len(pairs),
+        "warmup/first_epoch_loss": losses[0],
+        "warmup/last_epoch_loss": losses[-1],
+        "warmup/skipped_steps": skipped,
+    }

@@ -3,6 +3,7 @@
 Games come from the project's generator, or from the official data when ALFWORLD_DATA points to it
 (`json_2.1.1/{train,valid_seen,valid_unseen}/<task>/<trial>/{game.tw-pddl,traj_data.json}`).
 """
+
 from __future__ import annotations
 
 import glob
@@ -44,14 +45,23 @@ def _task_type_of(game_file: str) -> str:
     return next((t for t in TASK_TYPES if t in game_file), "")
 
 
-@register("alfworld", "ALFWorld text engine; six task types over generated rooms (or official data via ALFWORLD_DATA)",
-          choices={"task_types": TASK_TYPES})
+@register(
+    "alfworld",
+    "ALFWorld text engine; six task types over generated rooms (or official data via ALFWORLD_DATA)",
+    choices={"task_types": TASK_TYPES},
+)
 class AlfworldEnv:
     name = "alfworld"
     intro = "You are an expert agent operating in the ALFRED Embodied Environment."
 
-    def __init__(self, split: str = "train", task_types: list[str] | None = None, num_receptacles: int = 6,
-                 num_distractors: int = 4, data_dir: str | None = None):
+    def __init__(
+        self,
+        split: str = "train",
+        task_types: list[str] | None = None,
+        num_receptacles: int = 6,
+        num_distractors: int = 4,
+        data_dir: str | None = None,
+    ):
         bad = [t for t in task_types or [] if t not in TASK_TYPES]
         if bad:
             raise ValueError(f"unknown task types {bad}; allowed: {', '.join(TASK_TYPES)}")

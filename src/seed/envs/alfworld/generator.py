@@ -6,6 +6,7 @@ planner supplies the expert. Splits are deterministic: `train` and `valid_seen` 
 (task type, object, receptacle, room) combinations with disjoint seeds; `valid_unseen` draws only from
 combinations held out of the other two.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -23,14 +24,47 @@ TASK_TYPES = (
 )
 
 # object type -> abilities (clean/heat/cool); every object listed is pickupable
-OBJECTS: dict[str, frozenset] = {k: frozenset(v) for k, v in {
-    "Apple": "chc", "Tomato": "chc", "Potato": "chc", "Egg": "chc", "Bread": "hc", "Lettuce": "cc",
-    "Mug": "chc", "Cup": "chc", "Plate": "chc", "Bowl": "chc", "Pan": "cc", "Pot": "cc",
-    "Fork": "c", "Spoon": "c", "Knife": "c", "Spatula": "c", "Ladle": "c", "Cloth": "c", "SoapBar": "c",
-    "Book": "", "CellPhone": "", "KeyChain": "", "Pen": "", "Pencil": "", "CD": "", "Watch": "",
-    "RemoteControl": "", "CreditCard": "", "Vase": "", "Candle": "", "Pillow": "", "Newspaper": "",
-    "TissueBox": "", "SprayBottle": "", "Statue": "", "AlarmClock": "",
-}.items()}
+OBJECTS: dict[str, frozenset] = {
+    k: frozenset(v)
+    for k, v in {
+        "Apple": "chc",
+        "Tomato": "chc",
+        "Potato": "chc",
+        "Egg": "chc",
+        "Bread": "hc",
+        "Lettuce": "cc",
+        "Mug": "chc",
+        "Cup": "chc",
+        "Plate": "chc",
+        "Bowl": "chc",
+        "Pan": "cc",
+        "Pot": "cc",
+        "Fork": "c",
+        "Spoon": "c",
+        "Knife": "c",
+        "Spatula": "c",
+        "Ladle": "c",
+        "Cloth": "c",
+        "SoapBar": "c",
+        "Book": "",
+        "CellPhone": "",
+        "KeyChain": "",
+        "Pen": "",
+        "Pencil": "",
+        "CD": "",
+        "Watch": "",
+        "RemoteControl": "",
+        "CreditCard": "",
+        "Vase": "",
+        "Candle": "",
+        "Pillow": "",
+        "Newspaper": "",
+        "TissueBox": "",
+        "SprayBottle": "",
+        "Statue": "",
+        "AlarmClock": "",
+    }.items()
+}
 _ABILITY = {"clean": "c", "heat": "h", "cool": "c"}
 CLEANABLE = {o for o, a in OBJECTS.items() if "c" in a and o not in ("Bread",)}
 HEATABLE = {o for o, a in OBJECTS.items() if "h" in a}
@@ -40,15 +74,27 @@ SOFT_SPOTS = {"Book", "CellPhone", "KeyChain", "RemoteControl", "CreditCard", "P
 
 # receptacle type -> (openable, which objects it can hold: None means any object)
 RECEPTACLES: dict[str, tuple[bool, frozenset | None]] = {
-    "CounterTop": (False, None), "DiningTable": (False, None), "SideTable": (False, None), "Desk": (False, None),
-    "Shelf": (False, None), "Dresser": (False, None), "CoffeeTable": (False, None),
-    "Drawer": (True, None), "Cabinet": (True, None), "Safe": (True, None),
-    "Bed": (False, frozenset(SOFT_SPOTS)), "Sofa": (False, frozenset(SOFT_SPOTS)),
-    "ArmChair": (False, frozenset(SOFT_SPOTS)), "GarbageCan": (False, frozenset({"Apple", "Tomato", "Potato",
-                                                                               "Egg", "Bread", "Newspaper", "CD",
-                                                                               "Pen", "Pencil", "TissueBox"})),
-    "Fridge": (True, frozenset(COOLABLE)), "Microwave": (True, frozenset(FOOD_AND_DISHES)),
-    "SinkBasin": (False, frozenset(CLEANABLE)), "StoveBurner": (False, frozenset({"Pan", "Pot"})),
+    "CounterTop": (False, None),
+    "DiningTable": (False, None),
+    "SideTable": (False, None),
+    "Desk": (False, None),
+    "Shelf": (False, None),
+    "Dresser": (False, None),
+    "CoffeeTable": (False, None),
+    "Drawer": (True, None),
+    "Cabinet": (True, None),
+    "Safe": (True, None),
+    "Bed": (False, frozenset(SOFT_SPOTS)),
+    "Sofa": (False, frozenset(SOFT_SPOTS)),
+    "ArmChair": (False, frozenset(SOFT_SPOTS)),
+    "GarbageCan": (
+        False,
+        frozenset({"Apple", "Tomato", "Potato", "Egg", "Bread", "Newspaper", "CD", "Pen", "Pencil", "TissueBox"}),
+    ),
+    "Fridge": (True, frozenset(COOLABLE)),
+    "Microwave": (True, frozenset(FOOD_AND_DISHES)),
+    "SinkBasin": (False, frozenset(CLEANABLE)),
+    "StoveBurner": (False, frozenset({"Pan", "Pot"})),
 }
 LAMP_HOLDERS = ("SideTable", "Desk", "Dresser")
 ROOMS: dict[str, tuple[str, ...]] = {
@@ -88,9 +134,16 @@ class Problem:
     objects: list[str] = field(default_factory=list)
 
     def traj_data(self) -> dict:
-        return {"task_type": self.task_type, "pddl_params": {
-            "object_target": self.obj, "parent_target": self.recep, "toggle_target": self.toggle,
-            "mrecep_target": "", "object_sliced": False}}
+        return {
+            "task_type": self.task_type,
+            "pddl_params": {
+                "object_target": self.obj,
+                "parent_target": self.recep,
+                "toggle_target": self.toggle,
+                "mrecep_target": "",
+                "object_sliced": False,
+            },
+        }
 
 
 def _candidates(task_type: str, room: str) -> list[tuple[str, str]]:
@@ -109,8 +162,9 @@ def _candidates(task_type: str, room: str) -> list[tuple[str, str]]:
     return [(o, r) for o in sorted(objs) for r in receps if _can_hold(r, o)]
 
 
-def generate_problem(split: str, index: int, task_type: str | None = None, num_receptacles: int = 6,
-                     num_distractors: int = 4) -> Problem:
+def generate_problem(
+    split: str, index: int, task_type: str | None = None, num_receptacles: int = 6, num_distractors: int = 4
+) -> Problem:
     """Deterministic problem number `index` of `split` (task types cycle unless one is given)."""
     if split not in _SPLIT_SALT:
         raise ValueError(f"unknown split {split!r}; allowed: {', '.join(_SPLIT_SALT)}")
@@ -128,12 +182,16 @@ def generate_problem(split: str, index: int, task_type: str | None = None, num_r
     return _build(rng, task_type, room, obj, recep, num_receptacles, num_distractors)
 
 
-def _build(rng: random.Random, task_type: str, room: str, obj: str, recep: str, num_receptacles: int,
-           num_distractors: int) -> Problem:
+def _build(
+    rng: random.Random, task_type: str, room: str, obj: str, recep: str, num_receptacles: int, num_distractors: int
+) -> Problem:
     # receptacles: the goal one, the appliance the task needs, then room furniture
     needed = [r for r in (recep,) if r]
-    appliance = {"pick_clean_then_place_in_recep": "SinkBasin", "pick_heat_then_place_in_recep": "Microwave",
-                 "pick_cool_then_place_in_recep": "Fridge"}.get(task_type)
+    appliance = {
+        "pick_clean_then_place_in_recep": "SinkBasin",
+        "pick_heat_then_place_in_recep": "Microwave",
+        "pick_cool_then_place_in_recep": "Fridge",
+    }.get(task_type)
     if appliance:
         needed.append(appliance)
     if task_type == "look_at_obj_in_light":
@@ -165,9 +223,14 @@ def _build(rng: random.Random, task_type: str, room: str, obj: str, recep: str, 
             placed.append((o, rng.choice(spots)))
 
     # ALFRED ids: "Type|x|y|z"; a sink basin is "Sink|x|y|z|SinkBasin", which the demangler names "sinkbasin"
-    recep_ids = [f"{'Sink' if r == 'SinkBasin' else r}_bar__plus_0{i // 10}_dot_{i % 10}0_bar__plus_00_dot_00"
-                 f"_bar__plus_00_dot_00{'_bar_SinkBasin' if r == 'SinkBasin' else ''}" for i, r in enumerate(receps)]
-    obj_ids = [f"{o}_bar__plus_01_dot_{k:02d}_bar__plus_00_dot_00_bar__plus_00_dot_00" for k, (o, _) in enumerate(placed)]
+    recep_ids = [
+        f"{'Sink' if r == 'SinkBasin' else r}_bar__plus_0{i // 10}_dot_{i % 10}0_bar__plus_00_dot_00"
+        f"_bar__plus_00_dot_00{'_bar_SinkBasin' if r == 'SinkBasin' else ''}"
+        for i, r in enumerate(receps)
+    ]
+    obj_ids = [
+        f"{o}_bar__plus_01_dot_{k:02d}_bar__plus_00_dot_00_bar__plus_00_dot_00" for k, (o, _) in enumerate(placed)
+    ]
     locs = [f"loc{i}" for i in range(len(receps))]
     start = f"loc{len(receps)}"
 
@@ -178,8 +241,11 @@ def _build(rng: random.Random, task_type: str, room: str, obj: str, recep: str, 
         if RECEPTACLES[r][0]:
             facts.append(f"(openable {rid})")
     for oid, (o, ri) in zip(obj_ids, placed):
-        facts += [f"(inReceptacle {oid} {recep_ids[ri]})", f"(objectAtLocation {oid} {locs[ri]})",
-                  f"(objectType {oid} {o}Type)"]
+        facts += [
+            f"(inReceptacle {oid} {recep_ids[ri]})",
+            f"(objectAtLocation {oid} {locs[ri]})",
+            f"(objectType {oid} {o}Type)",
+        ]
         if o == "DeskLamp":
             facts.append(f"(toggleable {oid})")
             continue
@@ -199,8 +265,7 @@ def _build(rng: random.Random, task_type: str, room: str, obj: str, recep: str, 
 
     import alfworld.gen.goal_library as goals  # the official goal definitions
 
-    goal = goals.gdict[task_type]["pddl"].replace("#", "-").format(
-        obj=obj, recep=recep, toggle="DeskLamp", mrecep="")
+    goal = goals.gdict[task_type]["pddl"].replace("#", "-").format(obj=obj, recep=recep, toggle="DeskLamp", mrecep="")
     pddl = (
         "(define (problem plan_seed)\n(:domain alfred)\n(:objects\n agent1 - agent\n"
         + "".join(f" {t}Type - otype\n" for t in sorted(set(otypes) | {"DeskLamp"}))
@@ -208,10 +273,21 @@ def _build(rng: random.Random, task_type: str, room: str, obj: str, recep: str, 
         + "".join(f" {oid} - object\n" for oid in obj_ids)
         + "".join(f" {rid} - receptacle\n" for rid in recep_ids)
         + "".join(f" {loc} - location\n" for loc in locs + [start])
-        + ")\n(:init\n" + "\n".join(" " + f for f in facts) + "\n)\n" + goal
+        + ")\n(:init\n"
+        + "\n".join(" " + f for f in facts)
+        + "\n)\n"
+        + goal
     )
-    return Problem(task_type, room, obj, recep, "DeskLamp" if task_type == "look_at_obj_in_light" else "", pddl,
-                   receps, [o for o, _ in placed])
+    return Problem(
+        task_type,
+        room,
+        obj,
+        recep,
+        "DeskLamp" if task_type == "look_at_obj_in_light" else "",
+        pddl,
+        receps,
+        [o for o, _ in placed],
+    )
 
 
 def game_json(problem: Problem, domain: str, grammar: str) -> str:
@@ -219,5 +295,11 @@ def game_json(problem: Problem, domain: str, grammar: str) -> str:
     from alfworld.agents.utils.misc import add_task_to_grammar
 
     rng = random.Random(_hash(problem.pddl))
-    return json.dumps({"pddl_domain": domain, "grammar": add_task_to_grammar(grammar, problem.traj_data(), rng=rng),
-                       "pddl_problem": problem.pddl, "solvable": True})
+    return json.dumps(
+        {
+            "pddl_domain": domain,
+            "grammar": add_task_to_grammar(grammar, problem.traj_data(), rng=rng),
+            "pddl_problem": problem.pddl,
+            "solvable": True,
+        }
+    )
