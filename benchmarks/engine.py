@@ -21,6 +21,7 @@ Prints a table, writes benchmarks/results/engine.json.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import tempfile
 import time
@@ -59,9 +60,9 @@ def main() -> None:
     if ckpt is not None:
         comps.policy.model.load_state_dict(load_checkpoint(ckpt)["model"])
     print(f"weights: {ckpt if ckpt else 'the base model (no checkpoint under ' + args.weights + ')'}")
-    backend, tok, budget = comps.rollout_backend(), comps.tokenizer, cfg.algo.token_budget
+    policy, tok, budget = comps.policy, comps.tokenizer, cfg.algo.token_budget
     episodes = comps.collector("train").collect(
-        backend, task_seeds_for_update(cfg, 0), cfg.rollout.group_size, comps.rollout_sampling(), id_prefix="bench-"
+        policy, task_seeds_for_update(cfg, 0), cfg.rollout.group_size, comps.rollout_sampling(), id_prefix="bench-"
     )
     finished = [e for e in episodes if e.error is None and e.steps]
     analyzer = DistillStage(comps).analyzer
@@ -70,7 +71,7 @@ def main() -> None:
     skills = {e.episode_id: a.skill for e, (_, a) in zip(finished, analyzer.analyse(finished)) if a.skill}
     print(f"batch: {len(finished)} episodes, {len(samples)} steps, {len(skills)} skills")
 
-    def student_update() -> list[float]:
+    def student_update(backend) -> list[float]:
         out = []
         for micro in prompt_sharing_batches(prompts, responses, budget):
             logp, mask, _ = backend.forward_logps([prompts[i] for i in micro], [responses[i] for i in micro])
@@ -79,15 +80,20 @@ def main() -> None:
         backend.model.zero_grad(set_to_none=True)
         return out
 
+    def analyse(backend) -> list[str]:
+        on_backend = copy.copy(analyzer)  # the run's analyzer, decoding on this setting's engine
+        on_backend.backend = backend
+        return [raw for raw, _ in on_backend.analyse(finished)]
+
     workloads = {
-        "analysis": (DECODING, lambda: [raw for raw, _ in analyzer.analyse(finished)]),
+        "analysis": (DECODING, analyse),
         "step prompts": (
             DECODING,
-            lambda: [
+            lambda backend: [
                 g.text for g in backend.generate(prompts, comps.rollout_sampling(), cfg.rollout.generation_batch_size)
             ],
         ),
-        "re-score": (SCORING, lambda: rescore(backend, tok, samples, skills, budget)),
+        "re-score": (SCORING, lambda backend: rescore(backend, tok, samples, skills, budget)),
         "student fwd+bwd": (SCORING, student_update),
     }
     times = {w: {s: [] for s in settings} for w, (settings, _) in workloads.items()}
@@ -95,14 +101,11 @@ def main() -> None:
     for _ in range(args.repeats):
         for w, (settings, run) in workloads.items():
             for name, switches in settings.items():
-                for key, value in switches.items():
-                    setattr(backend, key, value)
+                backend = policy.with_options(**switches)
                 backend.generator.manual_seed(0)  # the same samples for every setting, up to numerics
                 t0 = time.perf_counter()
-                outputs[w][name] = run()
+                outputs[w][name] = run(backend)
                 times[w][name].append(time.perf_counter() - t0)
-        for key, value in {**DECODING["shared"], **SCORING["plain"]}.items():  # the defaults again
-            setattr(backend, key, value)
     best = {w: {s: min(t) for s, t in by.items()} for w, by in times.items()}
     speedup = {w: {s: by["plain"] / t for s, t in by.items()} for w, by in best.items()}
     agree = {w: {s: _agreement(out, by["plain"]) for s, out in by.items()} for w, by in outputs.items()}

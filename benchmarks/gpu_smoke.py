@@ -61,7 +61,7 @@ def main() -> None:
     report["max_abs_diff_engine_vs_trainer_before"] = max(
         abs(a - b) for x, y in zip(before, trainer_before) for a, b in zip(x, y)
     )
-    shard_policy(policy)
+    policy = shard_policy(policy)
     samples = [
         StepSample(StepState("sokoban", "t", "o", []), p, r, [0.0] * len(r), "", "", True, 0.0)
         for p, r in zip(kept, responses)
@@ -73,7 +73,14 @@ def main() -> None:
     from seed.train.rl import make_optimizer, policy_update
 
     cfg = load_config("tiny", ["model.device=cuda", "algo.kl_coef=0", "algo.lr=1e-3"])
-    comps = SimpleNamespace(cfg=cfg, policy=policy, reference=None)
+    comps = SimpleNamespace(
+        cfg=cfg,
+        policy=policy,
+        tokenizer=policy.tokenizer,
+        reference=None,
+        scoring_reference=lambda: None,
+        release_reference=lambda: None,
+    )  # no KL reference
     optimizer = make_optimizer(model, cfg)
     t0 = time.perf_counter()
     stats = policy_update(comps, optimizer, Batch(samples, adv), dp=DataParallel())

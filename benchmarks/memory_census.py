@@ -60,7 +60,7 @@ def census(tag: str, components, optimizer, release: bool = False) -> dict:
         "grads_mb": mb(p.grad for p in policy.model.parameters() if p.grad is not None),
         "adam_moments_mb": mb(moments),
         "reference_mb": mb(components.reference.model.parameters()) if components.reference else 0.0,
-        "decoding_copy_mb": mb(policy._gen_model.parameters()) if policy._gen_model is not None else 0.0,
+        "decoding_copy_mb": mb(policy.decoder._gen_model.parameters()) if policy.decoder._gen_model else 0.0,
     }
     row["live_tensors_mb"] = live_tensor_mb()
     known = sum(row[k] for k in ("weights_mb", "grads_mb", "adam_moments_mb", "reference_mb", "decoding_copy_mb"))

@@ -24,7 +24,9 @@ import torch.nn.functional as F
 from provenance import provenance  # benchmarks/provenance.py (scripts run from this folder)
 from seed.config import load_config
 from seed.models import Sampling
-from seed.models.backend import HFBackend, _cache_keyword, _cache_of
+from seed.models.backend import HFBackend
+from seed.models.decoding import HFDecoder
+from seed.models.kv_cache import cache_keyword, cache_of
 from seed.train.components import build_components
 from seed.train.metrics import _high_water_mb, rss_mb, trim_heap
 
@@ -48,7 +50,7 @@ def head_alone(batch: int, length: int, dtype: torch.dtype) -> dict:
     return out
 
 
-class ModelHeadBackend(HFBackend):
+class ModelHeadDecoder(HFDecoder):
     """The prefill as the backend ran it before: the model's forward with `logits_to_keep=1`."""
 
     def _prefill(self, model, prompts, prefix=None):
@@ -63,16 +65,16 @@ class ModelHeadBackend(HFBackend):
         kw = {}
         if prefix is not None:
             attn = torch.cat([torch.ones((len(prompts), shared), dtype=attn.dtype), attn], dim=1)
-            kw = {_cache_keyword(model): prefix}
+            kw = {cache_keyword(model): prefix}
         with self.autocast():
             res = model(
                 input_ids=ids, attention_mask=attn, position_ids=position_ids, use_cache=True, logits_to_keep=1, **kw
             )
-        return _cache_of(res), res.logits[:, -1, :].float()
+        return cache_of(res), res.logits[:, -1, :].float()
 
 
 def sampling(backend: HFBackend, prompts: list[list[int]]) -> dict:
-    backend.generation_model()
+    backend.decoder.generation_model()
     base = _reset()
     t = time.perf_counter()
     gens = backend.generate(prompts, Sampling(greedy=True, max_new_tokens=32, stop=()))
@@ -89,7 +91,9 @@ def main() -> None:
     cfg = load_config("default")
     comps = build_components(cfg, with_reference=False)
     now = comps.policy
-    before = ModelHeadBackend(now.model, now.tokenizer, precision=cfg.model.precision, seed=cfg.seed)
+    before = HFBackend(now.model, now.tokenizer, precision=cfg.model.precision, seed=cfg.seed)
+    d = before.decoder
+    before.decoder = ModelHeadDecoder(d.model, d.tokenizer, d.device, d.amp_dtype, d.generator, d.options)
     rng = random.Random(0)
     shared = [rng.randrange(100, 40000) for _ in range(200)]
     shapes = {"rollout: 32 prompts x 300 tokens": (32, 100), "analysis: 16 prompts x 1000 tokens": (16, 800)}

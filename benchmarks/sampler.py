@@ -23,7 +23,8 @@ import torch
 
 import seed.models.backend as backend
 from provenance import provenance  # benchmarks/provenance.py (scripts run from this folder)
-from seed.models.backend import HFBackend, Sampling, sample_tokens
+from seed.models.backend import HFBackend, Sampling
+from seed.models.decoding import sample_tokens
 from seed.models.load import load_model, load_tokenizer
 
 

@@ -1,10 +1,11 @@
 """Generation and scoring backend on a tiny model: log-probs agree, compaction is exact, the bf16 copy syncs."""
 
+import pytest
 import torch
 
 from seed.models import HFBackend, Sampling, load_model, prompt_sharing_batches, token_budget_batches
-from seed.models.backend import sample_tokens
 from seed.models.batching import length_buckets, prefix_stages
+from seed.models.decoding import sample_tokens
 
 
 def _backend(tokenizer, precision="fp32"):
@@ -28,7 +29,7 @@ def test_prefill_gives_the_models_last_logits_from_a_contiguous_head_input(token
     prompts = [tokenizer.encode("hello there"), tokenizer.encode("a much longer prompt with more words in it")]
     seen = []
     hook = b.model.get_output_embeddings().register_forward_pre_hook(lambda m, args: seen.append(args[0]))
-    cache, logits = b._prefill(b.model, prompts)
+    cache, logits = b.decoder._prefill(b.model, prompts)
     hook.remove()
     assert seen and all(
         x.is_contiguous() and x.shape[0] == len(prompts) and x.numel() == len(prompts) * x.shape[-1] for x in seen
@@ -73,13 +74,13 @@ def test_length_buckets_bound_padding_and_cover_every_row():
 
 def test_bf16_generation_copy_follows_optimizer_steps(tokenizer):
     b = _backend(tokenizer, precision="bf16")
-    gen = b.generation_model()
+    gen = b.decoder.generation_model()
     assert gen is not b.model and next(gen.parameters()).dtype == torch.bfloat16
     opt = torch.optim.SGD(b.model.parameters(), lr=1.0)
     loss = sum(p.sum() for p in b.model.parameters())
     loss.backward()
     opt.step()
-    gen = b.generation_model()
+    gen = b.decoder.generation_model()
     for dst, src in zip(gen.parameters(), b.model.parameters()):
         assert torch.equal(dst, src.detach().to(torch.bfloat16))
 
@@ -87,9 +88,9 @@ def test_bf16_generation_copy_follows_optimizer_steps(tokenizer):
 def test_released_generation_copy_is_rebuilt_equal_tied_and_frozen(tokenizer):
     b = _backend(tokenizer, precision="bf16")
     b.model.get_input_embeddings().weight.grad = torch.ones_like(b.model.get_input_embeddings().weight)
-    first = {k: v.clone() for k, v in b.generation_model().state_dict().items()}
+    first = {k: v.clone() for k, v in b.decoder.generation_model().state_dict().items()}
     b.release_generation_copy()
-    gen = b.generation_model()
+    gen = b.decoder.generation_model()
     assert gen.state_dict().keys() == first.keys()
     assert all(torch.equal(gen.state_dict()[k], v) for k, v in first.items())
     assert all(p.dtype == torch.bfloat16 and not p.requires_grad and p.grad is None for p in gen.parameters())
@@ -162,14 +163,15 @@ def test_shared_prompt_forward_equals_full_forwards_in_value_and_gradient(tokeni
     for row, r in enumerate(responses):
         assert mask[row].sum().item() == len(r)
     assert (ent[mask.bool()] > 0).all()
-    full_logp, full_mask, full_ent = b.forward_logps_full(prompts, responses, with_entropy=True)  # batched plain path
+    full_logp, full_mask, full_ent = b.scorer.forward_logps_full(
+        prompts, responses, with_entropy=True
+    )  # batched plain path
     assert torch.equal(full_mask, mask)
     assert torch.allclose(full_logp, logp.detach(), atol=1e-5) and torch.allclose(full_ent, ent.detach(), atol=1e-4)
 
 
 def test_prompts_sharing_a_longer_prefix_in_groups_score_as_full_forwards(tokenizer):
-    b = _backend(tokenizer)
-    b.group_prefix_tokens = 16
+    b = _backend(tokenizer).with_options(group_prefix_tokens=16)
     head = tokenizer.encode("system: you push boxes.")
     skill = tokenizer.encode(" skill: push the box down first, then walk around it and push it left twice")
     assert len(skill) >= 16  # long enough to form a group stage
@@ -211,8 +213,8 @@ def test_repeated_pairs_are_scored_once_with_their_own_numbers(tokenizer):
     r1, r2 = tokenizer.encode(" up"), tokenizer.encode(" <action>left</action>")
     prompts, responses = [p1, p2, p1, p1, p2], [r1, r2, r1, r2, r2]
     rows = []
-    forward = b.forward_logps
-    b.forward_logps = lambda ps, rs, **kw: (rows.extend(zip(ps, rs)), forward(ps, rs, **kw))[1]
+    forward = b.scorer.forward_logps
+    b.scorer.forward_logps = lambda ps, rs, **kw: (rows.extend(zip(ps, rs)), forward(ps, rs, **kw))[1]
     scored = b.logprobs(prompts, responses)
     assert len(rows) == 3  # (p1, r1), (p2, r2), (p1, r2)
     with torch.no_grad():
@@ -226,16 +228,17 @@ def test_repeated_prompts_and_their_common_prefix_prefill_once_and_decode_as_alo
     head = tokenizer.encode("system: you push boxes on a grid. user: the grid is")
     prompts = [head + tokenizer.encode(" " + " ".join(["wall"] * n)) for n in (2, 30, 2, 9, 31)]  # rows 0, 2 repeat
     prefilled = []
-    prefill = b._prefill
-    b._prefill = lambda model, ps, prefix=None: (prefilled.append(sum(len(p) for p in ps)), prefill(model, ps, prefix))[
-        1
-    ]
+    prefill = b.decoder._prefill
+    b.decoder._prefill = lambda model, ps, prefix=None: (
+        prefilled.append(sum(len(p) for p in ps)),
+        prefill(model, ps, prefix),
+    )[1]
     greedy = Sampling(greedy=True, max_new_tokens=8, stop=("zzzz",))
     together = b.generate(prompts, greedy)
     shared = len(head) + 1  # " wall" is common too
     distinct = [prompts[i] for i in (0, 1, 3, 4)]
     assert sum(prefilled) == shared + sum(len(p) - shared for p in distinct)  # the head once, row 2 not at all
-    b._prefill = prefill
+    b.decoder._prefill = prefill
     for p, g in zip(prompts, together):
         alone = b.generate([p], greedy)[0]
         assert g.ids == alone.ids
@@ -288,12 +291,12 @@ def test_lora_base_weights_live_in_the_autocast_dtype_with_the_same_numbers(toke
     assert grads_fp32_base.keys() == grads_bf16_base.keys()
     for name in grads_fp32_base:
         assert torch.allclose(grads_fp32_base[name], grads_bf16_base[name], rtol=1e-5, atol=1e-7), name
-    copy_params = {id(p) for p in stored.generation_model().parameters()}
+    copy_params = {id(p) for p in stored.decoder.generation_model().parameters()}
     assert all(id(p) in copy_params for p in base)
 
 
 def test_freed_weights_come_back_tied_with_buffers_untouched(tokenizer):
-    from seed.models.backend import allocate_weights, free_weights
+    from seed.models.weights import allocate_weights, free_weights
 
     model = load_model("tiny-random", tokenizer)
     model.tie_weights()
@@ -307,3 +310,34 @@ def test_freed_weights_come_back_tied_with_buffers_untouched(tokenizer):
     assert model.get_output_embeddings().weight is model.get_input_embeddings().weight
     assert all(torch.equal(v, state[k]) for k, v in model.state_dict().items())
     assert all(torch.equal(v, buffers[k]) for k, v in model.named_buffers())
+
+
+def test_every_backend_speaks_the_generation_interface_and_the_hf_one_the_trainable_one(tokenizer):
+    import dataclasses
+    import inspect
+
+    from seed.dist.generation import GenerationWorker, RemoteBackend
+    from seed.models.backend import EngineOptions, GenerationBackend, TrainableBackend
+    from seed.models.vllm_backend import VLLMBackend
+
+    def parameters(fn) -> list[str]:
+        return [p for p in inspect.signature(fn).parameters if p != "self"]
+
+    for cls in (HFBackend, VLLMBackend, GenerationWorker, RemoteBackend):
+        for method in ("generate", "logprobs", "load_weights"):
+            assert parameters(getattr(cls, method)) == parameters(getattr(GenerationBackend, method)), (cls, method)
+    b = _backend(tokenizer)
+    assert isinstance(b, GenerationBackend) and isinstance(b, TrainableBackend)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        b.options.plain_forward = True  # options are fixed at construction; with_options gives another backend
+    plain = b.with_options(plain_forward=True)
+    assert plain.options == EngineOptions(plain_forward=True) and b.options == EngineOptions()
+    assert plain.model is b.model and plain.generator is b.generator
+    assert plain.scorer.options.plain_forward and not b.scorer.options.plain_forward
+
+
+def test_load_weights_replaces_the_models_weights(tokenizer):
+    b = _backend(tokenizer)
+    state = {k: torch.zeros_like(v) for k, v in b.model.state_dict().items()}
+    b.load_weights(state)
+    assert all(float(v.abs().sum()) == 0.0 for v in b.model.state_dict().values())

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from seed.models import HFBackend, load_model
+from seed.models.backend import EngineOptions
 from seed.models.checkpointing import enable_activation_checkpointing
 
 
@@ -35,11 +36,10 @@ def batch():
 @pytest.mark.parametrize("group_prefix", [None, 30 + 12])
 def test_checkpointed_forward_matches_the_plain_one(tokenizer, batch, group_prefix):
     model = load_model("tiny-random", tokenizer)
-    plain = HFBackend(model, tokenizer, precision="fp32")
-    ckpt = HFBackend(copy.deepcopy(model), tokenizer, precision="fp32")
+    options = EngineOptions(group_prefix_tokens=group_prefix)
+    plain = HFBackend(model, tokenizer, precision="fp32", options=options)
+    ckpt = HFBackend(copy.deepcopy(model), tokenizer, precision="fp32", options=options)
     assert enable_activation_checkpointing(ckpt.model) == model.config.num_hidden_layers
-    for b in (plain, ckpt):
-        b.group_prefix_tokens = group_prefix
     runs = []
     for layer in ckpt.model.model.layers:
         layer.mlp.register_forward_hook(lambda *_: runs.append(1))  # inside the checkpointed region

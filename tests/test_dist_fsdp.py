@@ -35,7 +35,7 @@ def _rank(rank, world, run_dir, batch_file, out_file, ckpt_dir):
 
     cfg = load_config("tiny", [f"run_dir={run_dir}", *OVERRIDES])
     comps = build_components(cfg)
-    shard_policy(comps.policy)
+    comps.policy = shard_policy(comps.policy)
     optimizer = make_optimizer(comps.policy.model, cfg)
     batch = pickle.loads(open(batch_file, "rb").read())
     stats = policy_update(comps, optimizer, batch, dp=DataParallel())

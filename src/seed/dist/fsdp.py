@@ -53,17 +53,17 @@ def _entry(rank: int, world: int, fn: Callable, port: int, args: tuple) -> None:
         dist.destroy_process_group()
 
 
-def shard_policy(backend) -> None:
-    """fully_shard every decoder layer and the root (embeddings, final norm and head stay together, so tied
-    embeddings work). Scoring switches to one root forward per call. FSDP averages gradients over ranks (gloo
-    has no pre-scaled sum), so `DataParallel.share` scales each rank's losses by the world size."""
+def shard_policy(backend):
+    """`backend` with its model fully_shard-ed: every decoder layer and the root (embeddings, final norm and head
+    stay together, so tied embeddings work), scoring by one root forward per call. FSDP averages gradients over
+    ranks (gloo has no pre-scaled sum), so `DataParallel.share` scales each rank's losses by the world size."""
     from torch.distributed.fsdp import fully_shard
 
     model = backend.model
     for layer in model.get_decoder().layers:
         fully_shard(layer)
     fully_shard(model)
-    backend.plain_forward = True
+    return backend.with_options(plain_forward=True)
 
 
 class DataParallel:
@@ -189,8 +189,10 @@ def load_sharded_into_one_process(path: Path) -> dict:
 
 def export_hf(model, tokenizer, state_dict: dict[str, torch.Tensor], out_dir: Path) -> Path:
     """A plain Hugging Face folder from a full state dict; LoRA adapters are merged into the base weights."""
+    from peft import PeftModel
+
     model.load_state_dict(state_dict)
-    if hasattr(model, "merge_and_unload"):
+    if isinstance(model, PeftModel):
         model = model.merge_and_unload()
     out_dir = Path(out_dir)
     tmp = out_dir.with_name(out_dir.name + ".tmp")
@@ -240,20 +242,17 @@ class FSDPRanks:
         from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
 
         from seed.models import HFBackend
-        from seed.train.components import frozen_copy, remote_generation
+        from seed.train.components import frozen_copy
         from seed.train.rl import make_optimizer
 
         cfg, model = components.cfg, components.policy.model
         if state is not None:
             model.load_state_dict(state["model"])
         self.names = list(trainable_parameters(model))
-        if self.is_main:
-            local = HFBackend(frozen_copy(model), components.tokenizer, device=cfg.model.device,
-                              precision=cfg.model.precision, seed=cfg.seed)
-            if cfg.generation.workers > 0 or cfg.generation.backend != "hf":  # workers serve the replica's weights
-                local = remote_generation(local, cfg)
-            components.remote = local
-        shard_policy(components.policy)
+        if self.is_main:  # generation workers, where configured, serve the replica's weights (rollout_backend)
+            components.replica = HFBackend(frozen_copy(model), components.tokenizer, device=cfg.model.device,
+                                           precision=cfg.model.precision, seed=cfg.seed)
+        components.policy = shard_policy(components.policy)
         optimizer = make_optimizer(model, cfg)
         if state is not None:
             set_optimizer_state_dict(model, optimizer, _by_name(state["optimizer"], self.names),
@@ -268,7 +267,7 @@ class FSDPRanks:
     def after_update(self, components) -> None:
         full = full_state_dict(components.policy.model)
         if self.is_main:
-            components.remote.model.load_state_dict(full)
+            components.replica.load_weights(full)
 
     def save_checkpoint(self, components, optimizer, run_dir: Path, update: int, meta: dict, keep: int) -> None:
         """A sharded checkpoint (`checkpoints/update_N.dcp/`), once every rank's shard is finite; it resumes in one

@@ -31,10 +31,7 @@ class GenerationWorker:
             self.backend = HFBackend(model, self.tokenizer, device=device, precision=precision, seed=seed)
 
     def load_weights(self, state_dict: dict) -> None:
-        if hasattr(self.backend, "load_weights"):  # vLLM loads in place
-            self.backend.load_weights(state_dict)
-        else:
-            self.backend.model.load_state_dict(state_dict)
+        self.backend.load_weights(state_dict)
 
     def generate(self, prompts: list[list[int]], sampling: Sampling, batch_size: int) -> list[Generation]:
         return self.backend.generate(prompts, sampling, batch_size=batch_size)
@@ -72,21 +69,21 @@ class RemoteBackend:
         self._pushed = None
         self.pushes = 0
 
-    def __getattr__(self, name):  # model, tokenizer, forward_logps, generator, ...: the trainer's own
-        return getattr(self.local, name)
-
     def _version(self) -> int:
         return sum(p._version for p in self.local.model.parameters())
 
     def push_weights(self) -> None:
         """Send the trainer's current weights to every replica if they changed since the last push."""
         version = self._version()
-        if version == self._pushed:
-            return
-        state = {k: v.detach().to("cpu") for k, v in self.local.model.state_dict().items()}
-        ref = self.ray.put(state)
+        if version != self._pushed:
+            self.load_weights(self.local.model.state_dict())
+            self._pushed = version
+
+    def load_weights(self, state_dict: dict) -> None:
+        """`state_dict` into every replica (one `ray.put`, shared by all actors)."""
+        ref = self.ray.put({k: v.detach().to("cpu") for k, v in state_dict.items()})
         self.ray.get([a.load_weights.remote(ref) for a in self.actors])
-        self._pushed, self.pushes = version, self.pushes + 1
+        self.pushes += 1
 
     def generate(self, prompts: list[list[int]], sampling: Sampling, batch_size: int = 64) -> list[Generation]:
         self.push_weights()

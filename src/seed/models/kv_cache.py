@@ -9,6 +9,9 @@ much as the step's attention. `reserve_decode_cache` swaps each layer of a prefi
 
 from __future__ import annotations
 
+import functools
+import inspect
+
 import torch
 import torch.nn.functional as F
 from transformers.cache_utils import DynamicCache, DynamicLayer
@@ -109,3 +112,21 @@ def merge_left_padded(caches: list, widths: list[int], extra_tokens: int):
             values.append(F.pad(layer.values, (0, 0, width - w, 0)))
         merged.layers.append(ReservedLayer(torch.cat(keys), torch.cat(values), width + extra_tokens))
     return merged
+
+
+def cache_keyword(model) -> str:
+    """transformers 5.x renamed the KV-cache argument `past_key_values` to `cache`; speak whichever it takes."""
+    from peft import PeftModel
+
+    base = model.get_base_model() if isinstance(model, PeftModel) else model
+    return _cache_keyword_of(type(base))
+
+
+@functools.cache
+def _cache_keyword_of(model_class: type) -> str:  # one signature inspection per class, not per forward
+    return "cache" if "cache" in inspect.signature(model_class.forward).parameters else "past_key_values"
+
+
+def cache_of(out):
+    """The KV cache of a model output, under either name."""
+    return out.cache if "cache" in out else out.past_key_values

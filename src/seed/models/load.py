@@ -6,6 +6,7 @@ dequantizes it; the plain HF folder is cached once under the user cache director
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import shutil
@@ -134,6 +135,13 @@ def autocast_dtype(device: torch.device, precision: str) -> torch.dtype | None:
     if precision == "bf16" or cpu_supports_bf16():
         return torch.bfloat16
     return None
+
+
+def autocast_context(device: torch.device, dtype: torch.dtype | None):
+    """Autocast to `dtype` on `device`'s type, or nothing where `dtype` is None (fp32)."""
+    if dtype is None:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=dtype)
 
 
 def trainable_parameters(model: torch.nn.Module) -> dict[str, torch.nn.Parameter]:

@@ -15,8 +15,9 @@ from seed.config import Config
 from seed.dist.env_pool import make_env_pool
 from seed.envs import make
 from seed.models import HFBackend, Sampling, load_model, load_tokenizer
-from seed.models.backend import allocate_weights, free_weights, low_precision_copy
+from seed.models.backend import GenerationBackend
 from seed.models.checkpointing import enable_activation_checkpointing
+from seed.models.weights import allocate_weights, free_weights, low_precision_copy
 from seed.rollout.collector import Collector, RolloutSettings
 from seed.storage import load_verified
 
@@ -33,7 +34,9 @@ class Components:
     tokenizer: object
     policy: HFBackend
     reference: HFBackend | None
-    remote: object | None = None  # RemoteBackend, built on first use when generation workers are configured
+    # under FSDP, rank 0's full copy of the sharded policy: it rolls out and scores (refreshed after every update)
+    replica: HFBackend | None = None
+    remote: GenerationBackend | None = None  # generation workers (RemoteBackend), built on first use where configured
     wants_reference: bool = False  # a KL reference is due; built by `build_reference` once the start point exists
 
     def build_reference(self) -> HFBackend:
@@ -65,21 +68,25 @@ class Components:
         if self.reference is not None and self.cfg.model.offload_reference and self.reference_path.exists():
             free_weights(self.reference.model)
 
-    def rollout_backend(self):
-        """Who decodes rollouts and analyses and re-scores for the teacher: the policy itself, or generation
-        workers holding replicas of it (`generation.workers`, `generation.backend: vllm`)."""
+    def rollout_backend(self) -> GenerationBackend:
+        """Who decodes rollouts and analyses: the policy itself (under FSDP its replica), or generation workers
+        holding copies of its weights (`generation.workers`, `generation.backend: vllm`)."""
         g = self.cfg.generation
         if self.remote is None:
             if g.workers == 0 and g.backend == "hf":
-                return self.policy
-            self.remote = remote_generation(self.policy, self.cfg)
+                return self.scoring_backend()
+            self.remote = remote_generation(self.scoring_backend(), self.cfg)
         return self.remote
 
-    def scoring_backend(self):
+    def scoring_backend(self) -> HFBackend:
         """The trainer-side engine holding the rollout weights, for no-grad scores that are compared with the
         student's (teacher re-scores): generation workers (vLLM) would add an engine offset to the shift."""
-        backend = self.rollout_backend()
-        return getattr(backend, "local", backend)
+        return self.replica or self.policy
+
+    @property
+    def sampling_generator(self) -> torch.Generator:
+        """The random state rollouts sample from in this process (saved in checkpoints, so a resume samples on)."""
+        return self.scoring_backend().generator
 
     def env_factory(self, split: str):
         """A picklable zero-argument constructor of this run's env on `split`."""

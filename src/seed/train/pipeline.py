@@ -231,7 +231,7 @@ def train_stage(components) -> int:
 def periodic_eval(components, update: int) -> dict:
     """`eval.every`: the panels after update N (eval_update_N.json), as metrics. The rollout generator's state is
     put back afterwards, so evaluating does not change the training run."""
-    generator = components.rollout_backend().generator
+    generator = components.sampling_generator
     state = generator.get_state()
     results = eval_stage(components, f"update_{update:05d}")
     generator.set_state(state)

@@ -479,7 +479,7 @@ def _resume(components, ranks, run_dir: Path) -> tuple[torch.optim.Optimizer, in
     if state is None:
         return optimizer, 0
     set_rng_state(state["rng"])
-    components.rollout_backend().generator.set_state(state["generator"])
+    components.sampling_generator.set_state(state["generator"])
     if state.get("skills") and ranks.is_main:  # the skill stream as the checkpoint saw it
         (run_dir / "skills.jsonl").write_text(state["skills"])
     log.info("resumed from %s (update %d)", ckpt, state["update"])
@@ -556,7 +556,7 @@ def train(components, progress_factory=None, ranks=None, evaluate_every=None) ->
         if done % cfg.train.checkpoint_every == 0 or done == cfg.train.updates:  # every rank takes part
             meta = {
                 "rng": rng_state(),
-                "generator": components.rollout_backend().generator.get_state(),
+                "generator": components.sampling_generator.get_state(),
                 "update": done,
                 "config": redacted(cfg.to_dict()),
                 "skills": _read_text(run_dir / "skills.jsonl"),
