@@ -43,7 +43,8 @@ from seed.skills.rescore import teacher_pairs
 from seed.train.checkpoint import latest_checkpoint, load_checkpoint
 from seed.train.components import build_components
 from seed.train.distill import DistillStage
-from seed.train.rl import compute_advantages, make_optimizer, policy_update, task_seeds_for_update
+from seed.train.optim import make_optimizer
+from seed.train.rl import compute_advantages, policy_update, task_seeds_for_update
 
 
 def peak_rss_mb() -> float:

@@ -70,7 +70,8 @@ def main() -> None:
     from types import SimpleNamespace
 
     from seed.config import load_config
-    from seed.train.rl import make_optimizer, policy_update
+    from seed.train.optim import make_optimizer
+    from seed.train.rl import policy_update
 
     cfg = load_config("tiny", ["model.device=cuda", "algo.kl_coef=0", "algo.lr=1e-3"])
     comps = SimpleNamespace(

@@ -33,7 +33,8 @@ from seed.envs import make
 from seed.models import Sampling
 from seed.train.checkpoint import latest_checkpoint, load_checkpoint
 from seed.train.components import build_components
-from seed.train.rl import compute_advantages, make_optimizer, policy_update
+from seed.train.optim import make_optimizer
+from seed.train.rl import compute_advantages, policy_update
 from seed.types import Episode, StepSample, StepState
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -8,7 +8,8 @@ import torch
 
 from seed.config import load_config
 from seed.train.components import build_components
-from seed.train.rl import compute_advantages, make_optimizer, policy_update, task_seeds_for_update
+from seed.train.optim import make_optimizer
+from seed.train.rl import compute_advantages, policy_update, task_seeds_for_update
 
 LR = 1e-5
 OVERRIDES = [

@@ -167,14 +167,19 @@ def test_the_kl_reference_is_built_after_the_start_stages_from_the_start_point(t
     from seed.storage import load_verified
     from seed.train import pipeline
 
-    cfg = _cfg(tmp_path, "train.updates=1")
+    sft = ["sft.enabled=true", "label.tasks=2", "label.group_size=2", "sft.eval_generations=1", "sft.max_new_tokens=4"]
+    cfg = _cfg(tmp_path, "train.updates=1", *sft)
     comps = build_components(cfg)
     assert comps.wants_reference and comps.reference is None
-    during_warmup = []
-    warmup = pipeline.warmup_stage
-    monkeypatch.setattr(pipeline, "warmup_stage", lambda c: (during_warmup.append(c.reference), warmup(c))[1])
+    during = {}
+    start_stage = pipeline._start_stage
+    monkeypatch.setattr(
+        pipeline,
+        "_start_stage",
+        lambda c, name, fn: start_stage(c, name, lambda: (during.update({name: c.reference}), fn())[1]),
+    )
     train_stage(comps)
-    assert during_warmup == [None]  # the warm-up trains without a frozen copy beside the model
+    assert during == {"warmup": None, "sft": None}  # each start stage trains without a frozen copy beside the model
     assert _same_weights(comps.reference.model, load_verified(Path(cfg.run_dir) / "reference.pt")["model"])
     assert not any(p.requires_grad for p in comps.reference.model.parameters())
 

@@ -48,10 +48,11 @@ def _prepared(cfg, args, with_reference=True):
 
 
 def cmd_train(args) -> None:
-    from seed.train.pipeline import train_stage
+    from seed.train.pipeline import rl_stage, start_stages
 
-    cfg = _config(args)
-    train_stage(_prepared(cfg, args))
+    comps = _prepared(_config(args), args)
+    start_stages(comps)
+    rl_stage(comps)
 
 
 def cmd_eval(args) -> None:
@@ -65,7 +66,7 @@ def cmd_eval(args) -> None:
 
 def cmd_run(args) -> None:
     from seed.train.metrics import phase_peaks_mb, phase_seconds, process_peak_rss_mb
-    from seed.train.pipeline import eval_stage, start_stages, train_stage
+    from seed.train.pipeline import eval_stage, rl_stage, start_stages
     from seed.train.wandb_sink import open_sink
 
     t0 = time.time()
@@ -76,7 +77,7 @@ def cmd_run(args) -> None:
     run_dir = Path(cfg.run_dir)
     start_stages(comps)
     initial = eval_stage(comps, "initial")
-    train_stage(comps)
+    rl_stage(comps)
     final = eval_stage(comps, "final")
     summary = {
         "wall_seconds": time.time() - t0,

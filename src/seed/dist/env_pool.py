@@ -11,6 +11,7 @@ or does not answer within `step_timeout` seconds is killed and replaced, and eac
 for the call in flight (the collector drops those episodes and the run goes on). A replaced actor's envs are
 rebuilt on their next reset.
 """
+
 from __future__ import annotations
 
 import logging
@@ -18,8 +19,9 @@ import os
 import queue
 import threading
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from seed.envs.base import Env, checked_result
 
@@ -94,7 +96,7 @@ class LocalEnvPool:
             if self.watchdog is None:
                 out.append(_call(self._env(slot), method, arg))
                 continue
-            finished, result = self.watchdog.run(lambda: _call(self._env(slot), method, arg))
+            finished, result = self.watchdog.run(lambda slot=slot, arg=arg: _call(self._env(slot), method, arg))
             if not finished:
                 self.envs.pop(slot, None)  # never touched again: it may still be running
                 result = EnvFault(f"{method} gave no answer within {self.watchdog.timeout:g}s (env.step_timeout)")
@@ -136,8 +138,14 @@ class EnvWorker:
 class RayEnvPool:
     """Envs in `workers` Ray actors; one batched remote call per actor per turn."""
 
-    def __init__(self, env_factory: Callable[[], Env], workers: int, step_timeout: float = 60.0,
-                 ray_address: str | None = None, startup_timeout: float = 300.0):
+    def __init__(
+        self,
+        env_factory: Callable[[], Env],
+        workers: int,
+        step_timeout: float = 60.0,
+        ray_address: str | None = None,
+        startup_timeout: float = 300.0,
+    ):
         from seed.dist.ray_utils import cpus_per_worker, init_ray
 
         self.ray = init_ray(ray_address)
@@ -192,8 +200,9 @@ class RayEnvPool:
         self.actors.clear()
 
 
-def make_env_pool(env_factory: Callable[[], Env], workers: int = 0, step_timeout: float = 60.0,
-                  ray_address: str | None = None):
+def make_env_pool(
+    env_factory: Callable[[], Env], workers: int = 0, step_timeout: float = 60.0, ray_address: str | None = None
+):
     """`workers=0`: envs in this process; `workers>=1`: in that many Ray actors."""
     if workers <= 0:
         return LocalEnvPool(env_factory, step_timeout)

@@ -10,19 +10,20 @@ Checkpoints: `save_sharded` writes one torch.distributed.checkpoint folder (each
 temporary name and renamed when complete); `load_sharded_into_one_process` reads it back as a plain state dict
 for a single-process run; `export_hf` writes a plain Hugging Face folder (LoRA merged when present).
 """
+
 from __future__ import annotations
 
 import hashlib
 import os
 import pickle
 import shutil
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import torch
 import torch.distributed as dist
 
-from seed.errors import CheckpointError, NonFiniteError, RunError
+from seed.errors import CheckpointError
 from seed.models.load import trainable_parameters
 from seed.storage import load_verified, save_verified
 
@@ -31,8 +32,7 @@ def init_process_group(rank: int, world: int, backend: str | None = None, port: 
     """torchrun sets the rendezvous variables; a spawned rank gets them here."""
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ.setdefault("MASTER_PORT", str(port))
-    dist.init_process_group(backend or ("nccl" if torch.cuda.is_available() else "gloo"), rank=rank,
-                            world_size=world)
+    dist.init_process_group(backend or ("nccl" if torch.cuda.is_available() else "gloo"), rank=rank, world_size=world)
 
 
 def launch(fn: Callable, world: int, *args, port: int = 29511) -> None:
@@ -76,7 +76,7 @@ class DataParallel:
     def share(self, micros: list[list[int]]) -> list[tuple[list[int], float]]:
         """Micro-batches rank, rank + N, ...; padded to ceil(len / N) with zero-weight repeats of the first.
         The loss scale is N: FSDP's reduce-scatter averages, and the whole-mini-batch weights want a sum."""
-        mine = [(m, float(self.world)) for m in micros[self.rank::self.world]]
+        mine = [(m, float(self.world)) for m in micros[self.rank :: self.world]]
         per_rank = -(-len(micros) // self.world)
         return mine + [(micros[0], 0.0)] * (per_rank - len(mine))
 
@@ -144,12 +144,19 @@ class _MetadataUnpickler(pickle.Unpickler):
     """DCP stores its `.metadata` as a pickle; only the plain classes it is made of may appear in one."""
 
     def find_class(self, module: str, name: str):
-        allowed = (module.startswith("torch.distributed.checkpoint.")
-                   or (module == "torch" and (name == "Size" or isinstance(getattr(torch, name, None),
-                                                                           (torch.dtype, torch.layout, torch.memory_format))))
-                   or (module == "pathlib" and name in ("PosixPath", "PurePosixPath", "WindowsPath", "PureWindowsPath"))
-                   or (module == "torch.serialization" and name == "_get_layout")  # torch.strided etc. by name
-                   or (module == "collections" and name == "OrderedDict"))
+        allowed = (
+            module.startswith("torch.distributed.checkpoint.")
+            or (
+                module == "torch"
+                and (
+                    name == "Size"
+                    or isinstance(getattr(torch, name, None), (torch.dtype, torch.layout, torch.memory_format))
+                )
+            )
+            or (module == "pathlib" and name in ("PosixPath", "PurePosixPath", "WindowsPath", "PureWindowsPath"))
+            or (module == "torch.serialization" and name == "_get_layout")  # torch.strided etc. by name
+            or (module == "collections" and name == "OrderedDict")
+        )
         if not allowed:
             raise pickle.UnpicklingError(f"{module}.{name} is not allowed in checkpoint metadata")
         return super().find_class(module, name)
@@ -183,7 +190,7 @@ def load_sharded_into_one_process(path: Path) -> dict:
         state = torch.load(out, map_location="cpu", weights_only=True)
     names = meta.pop("parameter_names", None)
     if names is not None:
-        state["optimizer"] = _by_index(state["optimizer"], names)
+        state["optimizer"] = optimizer_state_by_index(state["optimizer"], names)
     return {**meta, **state}
 
 
@@ -214,100 +221,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _by_name(optimizer_state: dict, names: list[str]) -> dict:
+def optimizer_state_by_name(optimizer_state: dict, names: list[str]) -> dict:
     """torch.optim's index-keyed state dict -> the parameter-name-keyed one torch.distributed.checkpoint uses."""
-    return {"state": {names[i]: v for i, v in optimizer_state["state"].items()},
-            "param_groups": [{**g, "params": [names[i] for i in g["params"]]} for g in optimizer_state["param_groups"]]}
+    return {
+        "state": {names[i]: v for i, v in optimizer_state["state"].items()},
+        "param_groups": [{**g, "params": [names[i] for i in g["params"]]} for g in optimizer_state["param_groups"]],
+    }
 
 
-def _by_index(optimizer_state: dict, names: list[str]) -> dict:
+def optimizer_state_by_index(optimizer_state: dict, names: list[str]) -> dict:
     index = {n: i for i, n in enumerate(names)}
-    return {"state": {index[n]: v for n, v in optimizer_state["state"].items()},
-            "param_groups": [{**g, "params": [index[n] for n in g["params"]]} for g in optimizer_state["param_groups"]]}
-
-
-class FSDPRanks:
-    """`train`'s view of N FSDP2 processes: rank 0 rolls out, analyses, scores for the teacher and writes, on a
-    full replica of the policy refreshed after every update (served by generation workers when configured);
-    every rank trains its share of each mini-batch.
-    Checkpoints are sharded folders; they resume in one process or in N."""
-
-    def __init__(self):
-        self.rank, self.world = dist.get_rank(), dist.get_world_size()
-        self.is_main = self.rank == 0
-        self.dp = DataParallel(self.rank, self.world)
-        self.names: list[str] = []
-
-    def setup(self, components, state: dict | None):
-        from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
-
-        from seed.models import HFBackend
-        from seed.train.components import frozen_copy
-        from seed.train.rl import make_optimizer
-
-        cfg, model = components.cfg, components.policy.model
-        if state is not None:
-            model.load_state_dict(state["model"])
-        self.names = list(trainable_parameters(model))
-        if self.is_main:  # generation workers, where configured, serve the replica's weights (rollout_backend)
-            components.replica = HFBackend(frozen_copy(model), components.tokenizer, device=cfg.model.device,
-                                           precision=cfg.model.precision, seed=cfg.seed)
-        components.policy = shard_policy(components.policy)
-        optimizer = make_optimizer(model, cfg)
-        if state is not None:
-            set_optimizer_state_dict(model, optimizer, _by_name(state["optimizer"], self.names),
-                                     options=StateDictOptions(full_state_dict=True))
-        return optimizer
-
-    def share(self, batch):
-        box = [batch]
-        dist.broadcast_object_list(box, src=0)
-        return box[0]
-
-    def after_update(self, components) -> None:
-        full = full_state_dict(components.policy.model)
-        if self.is_main:
-            components.replica.load_weights(full)
-
-    def save_checkpoint(self, components, optimizer, run_dir: Path, update: int, meta: dict, keep: int) -> None:
-        """A sharded checkpoint (`checkpoints/update_N.dcp/`), once every rank's shard is finite; it resumes in one
-        process or in N."""
-        from torch.distributed.tensor import DTensor
-
-        from seed.train.checkpoint import prune_checkpoints
-
-        shards = [p.to_local() if isinstance(p, DTensor) else p for p in components.policy.model.parameters()]
-        if not self.dp.all_true(all(bool(torch.isfinite(t).all()) for t in shards if t.is_floating_point())):
-            raise NonFiniteError(f"checkpoint of update {update}: NaN/inf weights on a rank; not saved. Lower algo.lr "
-                                 f"or algo.grad_clip and resume from the last checkpoint")
-        save_sharded(components.policy.model, optimizer, Path(run_dir) / "checkpoints" / f"update_{update:05d}.dcp",
-                     meta)
-        if self.is_main:
-            prune_checkpoints(run_dir, keep)
-
-
-def _train_rank(rank: int, world: int, config_path: str) -> None:
-    from seed.config import load_config
-    from seed.train.components import build_components
-    from seed.train.pipeline import load_reference, progress_bar
-    from seed.train.rl import train
-    from seed.train.wandb_sink import finish
-
-    cfg = load_config(config_path)
-    components = build_components(cfg)
-    load_reference(components)
-    try:
-        train(components, progress_factory=progress_bar if rank == 0 else None, ranks=FSDPRanks())
-    finally:
-        finish()  # rank 0 logged to W&B (where on): its run ends before the parent resumes it
-
-
-def train_data_parallel(config_path: str, processes: int) -> None:
-    """The RL stage in `processes` FSDP2 ranks (spawned here; the start stages ran in the calling process)."""
-    import torch.multiprocessing as mp
-
-    try:
-        launch(_train_rank, processes, config_path, port=free_port())
-    except mp.ProcessRaisedException as exc:  # one rank stopped (the others are terminated): its message, once
-        lines = [x for x in str(exc).splitlines() if x.strip()]
-        raise RunError(f"a training rank stopped: {lines[-1] if lines else exc}") from exc
+    return {
+        "state": {index[n]: v for n, v in optimizer_state["state"].items()},
+        "param_groups": [{**g, "params": [index[n] for n in g["params"]]} for g in optimizer_state["param_groups"]],
+    }

@@ -6,6 +6,7 @@ call it compares the trainer weights' in-place version counters (bumped by every
 `load_state_dict`) with those it last pushed, and pushes a fresh copy (one `ray.put`, shared by all actors) when
 they differ: the replicas can never serve stale weights, and a run pushes once per update.
 """
+
 from __future__ import annotations
 
 from seed.models.backend import Generation, Sampling
@@ -14,16 +15,30 @@ from seed.models.backend import Generation, Sampling
 class GenerationWorker:
     """The body of one Ray generation actor: an HF (CPU/GPU) or vLLM (GPU) backend on its own model copy."""
 
-    def __init__(self, model_name: str, device: str, precision: str, seed: int, lora: dict | None,
-                 engine: str = "hf", gpu_memory_utilization: float = 0.3, max_model_len: int = 4096):
+    def __init__(
+        self,
+        model_name: str,
+        device: str,
+        precision: str,
+        seed: int,
+        lora: dict | None,
+        engine: str = "hf",
+        gpu_memory_utilization: float = 0.3,
+        max_model_len: int = 4096,
+    ):
         from seed.models import load_model, load_tokenizer
 
         self.tokenizer = load_tokenizer(model_name)
         if engine == "vllm":
             from seed.models.vllm_backend import VLLMBackend
 
-            self.backend = VLLMBackend(model_name, self.tokenizer, seed=seed,
-                                       gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len)
+            self.backend = VLLMBackend(
+                model_name,
+                self.tokenizer,
+                seed=seed,
+                gpu_memory_utilization=gpu_memory_utilization,
+                max_model_len=max_model_len,
+            )
         else:
             from seed.models import HFBackend
 
@@ -55,17 +70,36 @@ def _split(n: int, parts: int) -> list[range]:
 class RemoteBackend:
     """The trainer's backend, with `generate` and `logprobs` served by `workers` Ray actors."""
 
-    def __init__(self, local, model_cfg, workers: int, seed: int = 0, ray_address: str | None = None,
-                 engine: str = "hf", gpu_memory_utilization: float = 0.3, gpus_per_worker: float = 1.0,
-                 max_model_len: int = 4096):
+    def __init__(
+        self,
+        local,
+        model_cfg,
+        workers: int,
+        seed: int = 0,
+        ray_address: str | None = None,
+        engine: str = "hf",
+        gpu_memory_utilization: float = 0.3,
+        gpus_per_worker: float = 1.0,
+        max_model_len: int = 4096,
+    ):
         from seed.dist.ray_utils import cpus_per_worker, init_ray
 
         self.local, self.ray = local, init_ray(ray_address)
         gpus = gpus_per_worker if engine == "vllm" or model_cfg.device == "cuda" else 0
         actor = self.ray.remote(num_cpus=cpus_per_worker(workers), num_gpus=gpus)(GenerationWorker)
-        self.actors = [actor.remote(model_cfg.name, model_cfg.device, model_cfg.precision, seed + 1000 * (i + 1),
-                                    model_cfg.lora, engine, gpu_memory_utilization, max_model_len)
-                       for i in range(workers)]
+        self.actors = [
+            actor.remote(
+                model_cfg.name,
+                model_cfg.device,
+                model_cfg.precision,
+                seed + 1000 * (i + 1),
+                model_cfg.lora,
+                engine,
+                gpu_memory_utilization,
+                max_model_len,
+            )
+            for i in range(workers)
+        ]
         self._pushed = None
         self.pushes = 0
 
@@ -88,15 +122,16 @@ class RemoteBackend:
     def generate(self, prompts: list[list[int]], sampling: Sampling, batch_size: int = 64) -> list[Generation]:
         self.push_weights()
         parts = _split(len(prompts), len(self.actors))
-        futures = [a.generate.remote([prompts[i] for i in r], sampling, batch_size)
-                   for a, r in zip(self.actors, parts)]
+        futures = [a.generate.remote([prompts[i] for i in r], sampling, batch_size) for a, r in zip(self.actors, parts)]
         return [g for chunk in self.ray.get(futures) for g in chunk]
 
     def logprobs(self, prompts: list[list[int]], responses: list[list[int]], token_budget: int = 8192):
         self.push_weights()
         parts = _split(len(prompts), len(self.actors))
-        futures = [a.logprobs.remote([prompts[i] for i in r], [responses[i] for i in r], token_budget)
-                   for a, r in zip(self.actors, parts)]
+        futures = [
+            a.logprobs.remote([prompts[i] for i in r], [responses[i] for i in r], token_budget)
+            for a, r in zip(self.actors, parts)
+        ]
         return [lp for chunk in self.ray.get(futures) for lp in chunk]
 
     def close(self) -> None:

@@ -1,4 +1,5 @@
 """Ray start-up in one place: an existing cluster (`address`) or a local one sized to this machine."""
+
 from __future__ import annotations
 
 import math

@@ -1,11 +1,11 @@
 """Environments: `seed.envs.make(name, split=...)`.
 
 An env registers itself with `@register(name, description)` when its module is imported. The package's own are
-listed here; other packages add theirs under the `seed.envs` entry-point group (the module that registers them).
+listed in `builtins.py`; other packages add theirs under the `seed.envs` entry-point group (the module that
+registers them).
 """
 
 from seed.envs.base import ENV_SPLITS, Env, Obs, available, intro, make, register
-
-BUILTIN_MODULES = ("seed.envs.sokoban", "seed.envs.alfworld.env")
+from seed.envs.builtins import BUILTIN_MODULES
 
 __all__ = ["BUILTIN_MODULES", "ENV_SPLITS", "Env", "Obs", "available", "intro", "make", "register"]

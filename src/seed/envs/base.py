@@ -103,12 +103,12 @@ def register(name: str, description: str, choices: dict[str, Sequence[str]] | No
 
 @functools.cache
 def _discover() -> None:
-    """Import the modules that register envs, once: the package's own (`seed.envs.BUILTIN_MODULES`) and those other
+    """Import the modules that register envs, once: the package's own (`seed.envs.builtins`) and those other
     packages name under the `seed.envs` entry-point group. Imported lazily, so `seed.envs.base` stays light."""
     from importlib import import_module
     from importlib.metadata import entry_points
 
-    from seed.envs import BUILTIN_MODULES
+    from seed.envs.builtins import BUILTIN_MODULES
 
     for module in BUILTIN_MODULES:
         import_module(module)

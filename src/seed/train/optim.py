@@ -27,6 +27,11 @@ def adamw(
     return torch.optim.AdamW(params, lr=lr, betas=betas, weight_decay=weight_decay, fused=fused or None)
 
 
+def make_optimizer(model: torch.nn.Module, cfg) -> torch.optim.AdamW:
+    """The RL update's optimizer (`algo.lr`, `algo.weight_decay`)."""
+    return adamw(model, lr=cfg.algo.lr, weight_decay=cfg.algo.weight_decay)
+
+
 def guarded_step(
     optimizer: torch.optim.Optimizer, params: list[torch.Tensor], max_norm: float, loss_value: float
 ) -> bool:

@@ -18,7 +18,8 @@ from seed.train.checkpoint import (
 )
 from seed.train.evaluate import evaluate, format_table
 from seed.train.metrics import MetricsLogger, phase_peak, read_metrics
-from seed.train.rl import make_optimizer, train, write_jsonl
+from seed.train.optim import make_optimizer
+from seed.train.rl import train, write_jsonl
 from seed.train.wandb_sink import finish as finish_wandb
 from seed.train.wandb_sink import open_sink
 
@@ -59,12 +60,13 @@ def load_latest_weights(components) -> int:
 
 def _save_start_point(components, stages: dict) -> None:
     """The model after the start stages is checkpoint 0 and the KL reference (as SEED's SFT model is). Checkpoint 0
-    also records which start stages it holds, so a run killed before their marker files never repeats them."""
+    also records which start stages it holds, so a run killed before their marker files never repeats them. The
+    reference is only written here: the RL stage builds it (`load_reference`), so no later start stage trains
+    beside a frozen copy of the weights."""
     cfg = components.cfg
     weights = components.policy.model.state_dict()
     check_finite_weights(weights, "the start point")
     save_verified({"model": weights}, Path(cfg.run_dir) / "reference.pt")
-    load_reference(components)
     save_checkpoint(
         Path(cfg.run_dir),
         0,
@@ -215,17 +217,51 @@ def _load_model_as_configured(target, components) -> None:
     target.load_state_dict(loaded.state_dict())
 
 
+def rl_stage(components) -> int:
+    """The RL updates (`train.updates`), from the run directory's newest checkpoint; returns the updates done.
+    The KL reference is built here, once. With `dist.train_processes` > 1 FSDP2 ranks train (each builds its own
+    reference) and this process then loads their result."""
+    cfg = components.cfg
+    if cfg.dist.train_processes > 1:
+        finish_wandb()  # rank 0 continues the W&B run; this process resumes it afterwards
+        _train_data_parallel(str(Path(cfg.run_dir) / "config.yaml"), cfg.dist.train_processes)
+        return load_latest_weights(components)
+    load_reference(components)
+    return train(components, progress_factory=progress_bar, evaluate_every=lambda u: periodic_eval(components, u))
+
+
+def _train_data_parallel(config_path: str, processes: int) -> None:
+    """The RL stage in `processes` FSDP2 ranks (spawned here; the start stages ran in the calling process)."""
+    import torch.multiprocessing as mp
+
+    from seed.dist.fsdp import free_port, launch
+
+    try:
+        launch(_train_rank, processes, config_path, port=free_port())
+    except mp.ProcessRaisedException as exc:  # one rank stopped (the others are terminated): its message, once
+        lines = [x for x in str(exc).splitlines() if x.strip()]
+        raise RunError(f"a training rank stopped: {lines[-1] if lines else exc}") from exc
+
+
+def _train_rank(rank: int, world: int, config_path: str) -> None:
+    """One FSDP2 process: the run's components, its KL reference, then `train` as rank `rank` of `world`."""
+    from seed.config import load_config
+    from seed.train.components import build_components
+    from seed.train.parallel import FSDPRanks
+
+    components = build_components(load_config(config_path))
+    load_reference(components)
+    try:
+        train(components, progress_factory=progress_bar if rank == 0 else None, ranks=FSDPRanks())
+    finally:
+        finish_wandb()  # rank 0 logged to W&B (where on): its run ends before the parent resumes it
+
+
 def train_stage(components) -> int:
+    """`seed train` in one call: the run directory, the start stages, then the RL stage."""
     prepare_run_dir(components.cfg)
     start_stages(components)
-    load_reference(components)
-    if components.cfg.dist.train_processes > 1:  # FSDP2 ranks train; this process then holds the result
-        from seed.dist.fsdp import train_data_parallel
-
-        finish_wandb()  # rank 0 continues the W&B run; this process resumes it afterwards
-        train_data_parallel(str(Path(components.cfg.run_dir) / "config.yaml"), components.cfg.dist.train_processes)
-        return load_latest_weights(components)
-    return train(components, progress_factory=progress_bar, evaluate_every=lambda u: periodic_eval(components, u))
+    return rl_stage(components)
 
 
 def periodic_eval(components, update: int) -> dict:

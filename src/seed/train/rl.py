@@ -45,11 +45,10 @@ from seed.train.checkpoint import (
     load_latest_checkpoint,
     remove_stale_temporaries,
     rng_state,
-    save_checkpoint,
     set_rng_state,
 )
 from seed.train.metrics import MetricsLogger, phase_peak, rss_mb, trim_heap
-from seed.train.optim import adamw
+from seed.train.parallel import Ranks, SingleProcess
 from seed.train.wandb_sink import open_sink
 from seed.types import Episode, StepSample
 
@@ -384,10 +383,6 @@ def _pad(rows: list[list[float]], like: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def make_optimizer(model, cfg) -> torch.optim.Optimizer:
-    return adamw(model, lr=cfg.algo.lr, weight_decay=cfg.algo.weight_decay)
-
-
 def _check_some_episode_ran(episodes: list[Episode], update: int) -> None:
     """A whole update of faulted episodes means the env (or its config) is broken: stop instead of training on
     nothing."""
@@ -437,36 +432,6 @@ def _drop_rows_after(path: Path, update: int) -> None:
         write_jsonl_rows(path, kept)
 
 
-class SingleProcess:
-    """The trainer's view of its processes when there is one. `seed.dist.fsdp.FSDPRanks` is the N-process view:
-    rank 0 collects, analyses and writes; every rank holds the batch and a shard of the update."""
-
-    is_main = True
-    dp = None
-
-    def setup(self, components, state: dict | None) -> torch.optim.Optimizer:
-        """Load the checkpoint's weights and return the optimizer (with its state when resuming)."""
-        optimizer = make_optimizer(components.policy.model, components.cfg)
-        if state is not None:
-            components.policy.model.load_state_dict(state["model"])
-            optimizer.load_state_dict(state["optimizer"])
-        return optimizer
-
-    def share(self, obj):
-        return obj
-
-    def after_update(self, components) -> None:
-        pass
-
-    def save_checkpoint(self, components, optimizer, run_dir: Path, update: int, meta: dict, keep: int) -> None:
-        save_checkpoint(
-            run_dir,
-            update,
-            {"model": components.policy.model.state_dict(), "optimizer": optimizer.state_dict(), **meta},
-            keep=keep,
-        )
-
-
 def _resume(components, ranks, run_dir: Path) -> tuple[torch.optim.Optimizer, int]:
     """The optimizer and the first update to run, from the newest verified checkpoint (fresh at 0 without one).
     The checkpoint's tensors are copied into the model and the optimizer and then dropped with this frame: a
@@ -486,89 +451,135 @@ def _resume(components, ranks, run_dir: Path) -> tuple[torch.optim.Optimizer, in
     return optimizer, int(state["update"])
 
 
-def train(components, progress_factory=None, ranks=None, evaluate_every=None) -> int:
+def train(components, progress_factory=None, ranks: Ranks | None = None, evaluate_every=None) -> int:
     """Run updates until `train.updates`; resumes from the run directory's newest verified checkpoint. Returns
-    updates done. `evaluate_every(update)` (rank 0) runs after every `eval.every`-th update and returns metrics."""
+    updates done. Each update: rank 0 collects (rollout, advantages, [analysis, re-score]), every rank trains on
+    the whole batch (its share of each mini-batch), rank 0 records; then a checkpoint when due.
+    `evaluate_every(update)` (rank 0) runs after every `eval.every`-th update and returns metrics."""
     cfg = components.cfg
     ranks = ranks or SingleProcess()
     run_dir = Path(cfg.run_dir)
     optimizer, start = _resume(components, ranks, run_dir)
     if start >= cfg.train.updates:
         return start
-    main = ranks.is_main
-    if main:
-        for name in ("metrics.jsonl", "skills.jsonl"):  # rows of updates the checkpoint does not hold are redone
-            _drop_rows_after(run_dir / name, start)
-    metrics = MetricsLogger(run_dir, cfg.logging.tensorboard, open_sink(cfg)) if main else None
-    distill = None
-    if cfg.distill.kind != "none" and main:
-        from seed.train.distill import DistillStage
-
-        distill = DistillStage(components)
-    collector = components.collector("train") if main else None
-    bar = progress_factory(total=cfg.train.updates, initial=start, desc="train") if progress_factory and main else None
+    main = _MainRank(components, start, progress_factory) if ranks.is_main else None
     guard = SkipGuard(cfg.train.max_skipped_steps, cfg.algo.lr)
     for update in range(start, cfg.train.updates):
         t0 = time.perf_counter()
-        episodes, batch, stats = [], None, {}
-        if main:
-            with phase_peak(stats, "rollout"):
-                episodes = collector.collect(
-                    components.rollout_backend(),
-                    task_seeds_for_update(cfg, update),
-                    cfg.rollout.group_size,
-                    components.rollout_sampling(),
-                    id_prefix=f"u{update}-",
-                )
-            stats["time/rollout"] = time.perf_counter() - t0
-            _check_some_episode_ran(episodes, update + 1)
-            batch = compute_advantages(episodes, cfg)
-            with phase_peak(stats, "distill"):  # analysis, re-score
-                stats.update(distill.run(update + 1, episodes, batch.samples) if distill else {})
-            write_episodes(run_dir, update, episodes)
-            metrics.log_episodes(update + 1, episodes)
-        batch = ranks.share(batch)  # every rank holds the whole batch
+        collected = main.collect(update) if main else None
+        batch = ranks.share(collected.batch if main else None)  # every rank holds the whole batch
         t1 = time.perf_counter()
+        trained = {}
         if batch.samples:
-            with phase_peak(stats, "update"):
-                stats.update(policy_update(components, optimizer, batch, dp=ranks.dp, guard=guard, update=update))
+            with phase_peak(trained, "update"):
+                trained.update(policy_update(components, optimizer, batch, dp=ranks.dp, guard=guard, update=update))
             ranks.after_update(components)
-            if distill:
-                distill.after_update()
+            if main and main.distill:
+                main.distill.after_update()
         done = update + 1
-        if main:
-            stats.update(rollout_stats(episodes))
-            stats.update(
-                {
-                    "time/update": time.perf_counter() - t1,
-                    "time/total": time.perf_counter() - t0,
-                    "train/samples": len(batch.samples),
-                    "train/tokens": sum(len(s.response_ids) for s in batch.samples),
-                }
-            )
-        del episodes, batch
+        stats = main.summarise(collected, trained, t0, t1) if main else {}
+        del collected, batch
         trim_heap()  # this update's tensors are gone: their pages go back to the OS, so RSS stays flat
-        if main and evaluate_every is not None and cfg.eval.every and done % cfg.eval.every == 0:
-            stats.update(evaluate_every(done))
         if main:
-            stats["memory/rss_mb"] = rss_mb()
-            metrics.log(done, stats)
+            main.record(done, stats, evaluate_every)
         if done % cfg.train.checkpoint_every == 0 or done == cfg.train.updates:  # every rank takes part
-            meta = {
-                "rng": rng_state(),
-                "generator": components.sampling_generator.get_state(),
-                "update": done,
-                "config": redacted(cfg.to_dict()),
-                "skills": _read_text(run_dir / "skills.jsonl"),
-            }
-            with phase_peak({}, "checkpoint"):
-                ranks.save_checkpoint(components, optimizer, run_dir, done, meta, cfg.train.keep_checkpoints)
-        if bar is not None:
-            bar.update(1)
-            bar.set_postfix(success=f"{stats['rollout/success']:.2f}", invalid=f"{stats['rollout/invalid_rate']:.2f}")
+            _checkpoint(components, ranks, optimizer, run_dir, done)
     if main:
-        collector.close()
-        metrics.close()
-    if bar is not None:
-        bar.close()
+        main.close()
     return cfg.train.updates
+
+
+@dataclass
+class _Collected:
+    """One update's data on rank 0: its episodes, the batch they make, and the metrics of collecting it."""
+
+    episodes: list[Episode]
+    batch: Batch
+    stats: dict
+
+
+class _MainRank:
+    """What only rank 0 does in `train`: roll out, analyse and re-score (SEED), write the episodes, metrics and
+    skills, and show progress."""
+
+    def __init__(self, components, start: int, progress_factory=None):
+        cfg = components.cfg
+        self.components, self.cfg, self.run_dir = components, cfg, Path(cfg.run_dir)
+        for name in ("metrics.jsonl", "skills.jsonl"):  # rows of updates the checkpoint does not hold are redone
+            _drop_rows_after(self.run_dir / name, start)
+        self.metrics = MetricsLogger(self.run_dir, cfg.logging.tensorboard, open_sink(cfg))
+        self.distill = None
+        if cfg.distill.kind != "none":
+            from seed.train.distill import DistillStage
+
+            self.distill = DistillStage(components)
+        self.collector = components.collector("train")
+        self.bar = progress_factory(total=cfg.train.updates, initial=start, desc="train") if progress_factory else None
+
+    def collect(self, update: int) -> _Collected:
+        cfg, t0, stats = self.cfg, time.perf_counter(), {}
+        with phase_peak(stats, "rollout"):
+            episodes = self.collector.collect(
+                self.components.rollout_backend(),
+                task_seeds_for_update(cfg, update),
+                cfg.rollout.group_size,
+                self.components.rollout_sampling(),
+                id_prefix=f"u{update}-",
+            )
+        stats["time/rollout"] = time.perf_counter() - t0
+        _check_some_episode_ran(episodes, update + 1)
+        batch = compute_advantages(episodes, cfg)
+        with phase_peak(stats, "distill"):  # analysis, re-score
+            stats.update(self.distill.run(update + 1, episodes, batch.samples) if self.distill else {})
+        write_episodes(self.run_dir, update, episodes)
+        self.metrics.log_episodes(update + 1, episodes)
+        return _Collected(episodes, batch, stats)
+
+    @staticmethod
+    def summarise(collected: _Collected, trained: dict, t0: float, t1: float) -> dict:
+        """The update's metrics row: collecting, training (`trained`), the rollouts, and the times since the update
+        began (`t0`) and since its training began (`t1`)."""
+        stats = {**collected.stats, **trained, **rollout_stats(collected.episodes)}
+        samples = collected.batch.samples
+        stats.update(
+            {
+                "time/update": time.perf_counter() - t1,
+                "time/total": time.perf_counter() - t0,
+                "train/samples": len(samples),
+                "train/tokens": sum(len(s.response_ids) for s in samples),
+            }
+        )
+        return stats
+
+    def record(self, done: int, stats: dict, evaluate_every) -> None:
+        """The row of update `done`, with the periodic evaluation's metrics where due and the RSS now."""
+        if evaluate_every is not None and self.cfg.eval.every and done % self.cfg.eval.every == 0:
+            stats.update(evaluate_every(done))
+        stats["memory/rss_mb"] = rss_mb()
+        self.metrics.log(done, stats)
+        if self.bar is not None:
+            self.bar.update(1)
+            self.bar.set_postfix(
+                success=f"{stats['rollout/success']:.2f}", invalid=f"{stats['rollout/invalid_rate']:.2f}"
+            )
+
+    def close(self) -> None:
+        self.collector.close()
+        self.metrics.close()
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _checkpoint(components, ranks: Ranks, optimizer, run_dir: Path, done: int) -> None:
+    """Weights, optimizer, RNG states, the skill stream and the config after update `done` (every rank writes its
+    part)."""
+    cfg = components.cfg
+    meta = {
+        "rng": rng_state(),
+        "generator": components.sampling_generator.get_state(),
+        "update": done,
+        "config": redacted(cfg.to_dict()),
+        "skills": _read_text(run_dir / "skills.jsonl"),
+    }
+    with phase_peak({}, "checkpoint"):
+        ranks.save_checkpoint(components, optimizer, run_dir, done, meta, cfg.train.keep_checkpoints)
