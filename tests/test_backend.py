@@ -276,6 +276,7 @@ def test_lora_base_weights_live_in_the_autocast_dtype_with_the_same_numbers(toke
                 torch.nn.init.normal_(p, std=0.1, generator=torch.Generator().manual_seed(1))
         b = HFBackend(model, tokenizer, precision="bf16" if store_in_bf16 else "fp32")
         b.amp_dtype = torch.bfloat16  # the fp32-stored base under the same bf16 autocast
+        b = b.with_options()  # engines rebuilt with it
         logp, mask, _ = b.forward_logps(prompts, responses)
         (-(logp * mask).sum()).backward()
         grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.requires_grad}

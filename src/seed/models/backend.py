@@ -20,6 +20,8 @@ from seed.models.options import EngineOptions, Generation, Sampling
 from seed.models.scoring import HFScorer
 from seed.models.weights import store_frozen_linears_in
 
+DEFAULT_OPTIONS = EngineOptions()  # frozen: one instance serves every backend built without options
+
 __all__ = ["EngineOptions", "Generation", "GenerationBackend", "HFBackend", "Sampling", "TrainableBackend"]
 
 
@@ -59,7 +61,7 @@ class HFBackend:
         device: str = "cpu",
         precision: str = "auto",
         seed: int = 0,
-        options: EngineOptions = EngineOptions(),  # noqa: B008  (frozen: one shared default is safe)
+        options: EngineOptions = DEFAULT_OPTIONS,
     ):
         self.model, self.tokenizer, self.options = model, tokenizer, options
         self.device = torch.device(device)
