@@ -18,7 +18,10 @@ The shared start point's warm-up is the plain format warm-up of the paper recipe
 warm-up, since that warm-up is what it measures.
 
 Every run lives in `<out>/seed<k>/<method>/`, saves a checkpoint after every update and resumes from it; finished
-evaluations are never redone, so a kill loses at most the update in flight (it runs for hours in the background):
+evaluations are never redone, so a kill loses at most the update in flight (it runs for hours in the background).
+The run directories stay on the machine; what git keeps is the archive (`results/learning_runs`). A later sitting on
+another machine rebuilds a seed's start point and continues its unfinished methods only where the rebuilt weights
+equal the first build's (their digest is archived; a rebuild on another kind of CPU will differ):
 
     nohup python benchmarks/learning.py > learning.log 2>&1 &
     python benchmarks/learning.py --report-only      # tables + plot from whatever has finished
@@ -29,6 +32,7 @@ Prints the tables, writes benchmarks/results/learning.json and learning.png (whe
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import random
@@ -102,15 +106,57 @@ def build_start(config: str, base: list[str], seed_dir: Path, name: str = "start
 
         load_latest_weights(comps)
         _save_start_point(comps, {})
+    check_start(start, seed_dir.name, name)
     if evaluate:
         eval_stage(comps, "update_00000")
         archive(start, ARCHIVE / seed_dir.name / name)
 
 
+def weights_digest(path: Path) -> str:
+    """SHA-256 over a verified weights file's tensors (names, dtypes, shapes and bytes): equal only for equal
+    weights, whatever the file's serialisation."""
+    import torch
+
+    from seed.storage import load_verified
+
+    digest = hashlib.sha256()
+    for name, tensor in sorted(load_verified(path)["model"].items()):
+        digest.update(f"{name}|{tensor.dtype}|{tuple(tensor.shape)}|".encode())
+        digest.update(tensor.detach().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
+
+
+def check_start(start: Path, seed_name: str, name: str) -> None:
+    """A start point built in this sitting may serve methods trained from one built in an earlier sitting only if
+    its weights are the same: the archive records the first
+    build's weight digest, and a rebuild that differs is refused. Methods archived before digests were recorded
+    cannot be checked, so they need their own sitting, as before."""
+    record = ARCHIVE / seed_name / name / "start_weights.json"
+    digest = weights_digest(start / "reference.pt")
+    trained = [m for m in METHODS if start_of(m) == name and list((ARCHIVE / seed_name / m).glob("eval_update_*"))]
+    if record.exists():
+        first = json.loads(record.read_text())["sha256"]
+        if first != digest:
+            raise SystemExit(
+                f"{start} was rebuilt with other weights than the start point {', '.join(trained) or 'its methods'} "
+                f"of {seed_name} trained from (another machine or library version); remove "
+                f"{ARCHIVE / seed_name} to redo {seed_name} in one sitting"
+            )
+        return
+    if trained:
+        raise SystemExit(
+            f"{ARCHIVE / seed_name} holds methods ({', '.join(trained)}) trained from a start point whose weights "
+            f"were not recorded, and that start is gone; remove that folder to redo {seed_name}"
+        )
+    record.parent.mkdir(parents=True, exist_ok=True)
+    record.write_text(json.dumps({"sha256": digest, "file": "reference.pt"}, indent=2))
+
+
 def archive(run_dir: Path, dest: Path) -> None:
     """Copy a run's evaluations, per-update metrics and stage rows (kilobytes) where git can keep them: a run
-    directory holds checkpoints, a seed must finish in one sitting (its start point is not kept), and the report is
-    built from the archive of every sitting. Each seed records the commit and machine that ran it."""
+    directory holds checkpoints and is not kept (a later sitting rebuilds a seed's start point and goes on only if
+    its weights are the same, `check_start`), and the report is built from the archive of every sitting. Each seed
+    records the commit and machine that ran it."""
     dest.mkdir(parents=True, exist_ok=True)
     for path in [*run_dir.glob("eval_update_*.json"), *run_dir.glob("stage_*.json"), run_dir / "metrics.jsonl"]:
         if path.exists():
@@ -413,12 +459,7 @@ def main() -> None:
         for seed in args.seeds:  # seed-major: a partial run still has every method for the first seeds
             seed_dir = out / f"seed{seed}"
             todo = [m for m in args.methods if not finished(ARCHIVE / seed_dir.name / m, args.updates, args.eval_every)]
-            if todo and len(todo) < len(args.methods) and not (seed_dir / "start").exists():
-                raise SystemExit(
-                    f"{ARCHIVE / seed_dir.name} holds methods trained from a start point that is gone "
-                    f"(a seed runs in one sitting); remove that folder to redo seed {seed}"
-                )
-            for method in todo:
+            for method in todo:  # a start rebuilt in a later sitting must equal the archived one (check_start)
                 build_start(args.config, base + [f"seed={seed}"], seed_dir, start_of(method))
                 train_method(args.config, base + [f"seed={seed}"], seed_dir, method, args.updates, args.eval_every)
     cfg = load_config(args.config, base)

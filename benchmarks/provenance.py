@@ -24,9 +24,18 @@ _AT_START = {
 }
 
 
+def _cpu() -> dict:
+    """The CPU's model name and its native bf16 instructions (Linux /proc/cpuinfo): what decides `precision: auto`
+    and most of a CPU timing."""
+    try:
+        info = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return {}
+    model = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")), "")
+    flags = set(next((line.split(":", 1)[1].split() for line in info.splitlines() if line.startswith("flags")), []))
+    return {"cpu_model": model, "bf16_instructions": sorted(flags & {"avx512_bf16", "amx_bf16"})}
+
+
 def provenance() -> dict:
-    return {
-        "command": " ".join(["python", *sys.argv]),
-        **_AT_START,
-        "machine": {"platform": platform.platform(), "processor": platform.processor(), "cpus": os.cpu_count()},
-    }
+    machine = {"platform": platform.platform(), "processor": platform.processor(), "cpus": os.cpu_count(), **_cpu()}
+    return {"command": " ".join(["python", *sys.argv]), **_AT_START, "machine": machine}

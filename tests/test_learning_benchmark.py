@@ -98,3 +98,28 @@ def test_collapse_verdict_per_run():
     assert collapse.holds([0.05, 0.25], updates=6, max_invalid=0.2) is False  # a collapse is final at once
     assert collapse.holds([0.05, 0.1], updates=6, max_invalid=0.2) is None  # unfinished
     assert collapse.holds([0.2] * 6, updates=6, max_invalid=0.2) is True
+
+
+def test_a_rebuilt_start_point_serves_earlier_methods_only_with_the_same_weights(tmp_path, monkeypatch):
+    import torch
+
+    from seed.storage import save_verified
+
+    monkeypatch.setattr(learning, "ARCHIVE", tmp_path / "archive")
+    start = tmp_path / "seed0" / "start"
+    start.mkdir(parents=True)
+    weights = {"w": torch.arange(6, dtype=torch.float32).reshape(2, 3), "b": torch.ones(3, dtype=torch.bfloat16)}
+    save_verified({"model": weights}, start / "reference.pt")
+    learning.check_start(start, "seed0", "start")  # the first build: its digest is recorded
+    first = json.loads((tmp_path / "archive" / "seed0" / "start" / "start_weights.json").read_text())["sha256"]
+    assert first == learning.weights_digest(start / "reference.pt")
+    (tmp_path / "archive" / "seed0" / "grpo").mkdir(parents=True)
+    (tmp_path / "archive" / "seed0" / "grpo" / "eval_update_00003.json").write_text("{}")
+    learning.check_start(start, "seed0", "start")  # rebuilt the same: grpo's runs still count
+    weights["w"][1, 2] = 5.5
+    save_verified({"model": weights}, start / "reference.pt")
+    with pytest.raises(SystemExit, match="rebuilt with other weights"):
+        learning.check_start(start, "seed0", "start")
+    (tmp_path / "archive" / "seed0" / "start" / "start_weights.json").unlink()  # methods with no recorded start
+    with pytest.raises(SystemExit, match="not recorded"):
+        learning.check_start(start, "seed0", "start")
