@@ -5,8 +5,7 @@ import os
 # Bound oneDNN's kernel caches before torch creates its first CPU kernel. Both keep one compiled kernel per
 # distinct matmul shape (up to 1024 each by default), and every update brings new shapes (prompt widths and
 # batch sizes vary), so with the defaults RSS climbs for dozens of updates. 64 entries hold a decode step's
-# working set: benchmarks/kernel_caches.py measured 64 as fast as 256 and 1024, with RSS flat (+0.5 MB per
-# iteration of new shapes, against +3.7 at 256). A value the user set wins.
+# working set (benchmarks/kernel_caches.py; its figures are in benchmarks/RESULTS.md). A value the user set wins.
 os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "64")  # oneDNN's own primitive cache
 os.environ.setdefault("LRU_CACHE_CAPACITY", "64")  # ideep's matmul/linear primitive cache inside PyTorch
 

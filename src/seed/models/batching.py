@@ -6,8 +6,8 @@ from __future__ import annotations
 
 def length_buckets(lengths: list[int], max_padding: float = 0.1) -> list[list[int]]:
     """Indices grouped by length (ascending) so that each group's padded size, rows x longest, exceeds its real
-    tokens by at most `max_padding`: prompts of an analysis batch range from ~250 to ~850 tokens, and a single
-    left-padded prefill spends 15-30% of its work on padding."""
+    tokens by at most `max_padding`: the prompts of an analysis batch differ in length several-fold, and a single
+    left-padded prefill would spend much of its work on padding."""
     groups: list[list[int]] = []
     real = 0
     for i in sorted(range(len(lengths)), key=lambda i: lengths[i]):

@@ -214,8 +214,8 @@ class HFDecoder:
 def sample_tokens(logits: torch.Tensor, temperature: float, generator: torch.Generator) -> torch.Tensor:
     """One token per row from softmax(logits / temperature), by inverting the row's CDF at one uniform draw.
 
-    The same distribution as `torch.multinomial`, which on CPU draws an exponential per vocabulary entry: for 16
-    rows of SmolLM2's 49k vocabulary that is ~20 ms a decode step against ~1 ms here. The CDF is summed in float64,
+    The same distribution as `torch.multinomial`, which on CPU draws an exponential per vocabulary entry, a cost
+    that grows with the vocabulary (benchmarks/sampler.py). The CDF is summed in float64,
     16 rows at a time, so that a block's CDF stays in cache; a zero-probability token is never drawn (its CDF step
     is empty)."""
     out = []

@@ -1,7 +1,7 @@
 """A KV cache for decoding whose storage is reserved once, so a decode step appends in place.
 
 transformers' `DynamicLayer` appends by `torch.cat`, which copies the layer's whole cache on every decode step:
-O(length) memory traffic per token per layer. On CPU, with ~800-token analysis prompts, that copy costs about as
+O(length) memory traffic per token per layer. On CPU, with analysis-length prompts, that copy costs about as
 much as the step's attention. `reserve_decode_cache` swaps each layer of a prefilled cache for a
 `ReservedLayer` whose keys and values are views into storage sized for the prompt plus the token budget;
 `merge_left_padded` builds the same from prompts prefilled in length buckets.

@@ -31,6 +31,6 @@ class EngineOptions:
     reserve_kv: bool = True  # unbucketed decoding: into reserved K/V storage, not by concatenation (buckets always)
     share_prefill: bool = True  # bucketed decoding: repeated prompts and the common prompt prefix prefill once
     # scoring: prompts sharing at least this many tokens beyond the common prefix run them once. Off (None): on the
-    # default batch it saved nothing in the re-score and cost 6% in the update (benchmarks/engine.py)
+    # default batch it saved nothing and cost time in the update (benchmarks/engine.py, RESULTS.md)
     group_prefix_tokens: int | None = None
     plain_forward: bool = False  # scoring: one forward of the root module per call, as FSDP's collectives need

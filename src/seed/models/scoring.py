@@ -32,9 +32,8 @@ class HFScorer:
         (an episode's skill block under the teacher prompt) for one row per such group, each distinct
         prompt's remainder for one row, and the K/V of a segment are gathered for every row that continues it
         (gradients flow back through the gather and add up). The numbers are those of one forward over each full
-        sequence; the work shrinks by the repeated prompt tokens, which matter on CPU: prompts are ~90% of the
-        tokens, all share the chat/instruction prefix, and a group's episodes often revisit a state (about a
-        third of the prompts in a default-config batch).
+        sequence; the work shrinks by the repeated prompt tokens, which matter on CPU: prompts are most of the
+        tokens, all share the chat/instruction prefix, and a group's episodes often revisit a state.
         """
         if self.options.plain_forward:
             return self.forward_logps_full(prompts, responses, with_entropy)
@@ -149,9 +148,8 @@ class HFScorer:
         """No-grad per-token log-probs, batched by token budget (used for reference and teacher scoring).
 
         A (prompt, response) pair that occurs more than once is scored once: a group's rollouts often take the
-        same action in the same state (on the default batch, 17 of 47 teacher pairs repeat another). One autocast
-        region spans every micro-batch, so trainable fp32 weights are cast to bf16 once per call rather than once
-        per forward (~50 ms each for SmolLM2-135M on 2 cores); the cast values are the same."""
+        same action in the same state. One autocast region spans every micro-batch, so trainable fp32 weights are
+        cast to bf16 once per call rather than once per forward; the cast values are the same."""
         was_training = self.model.training
         self.model.eval()
         pairs, of_pair = distinct_rows([(tuple(p), tuple(r)) for p, r in zip(prompts, responses)])

@@ -60,8 +60,7 @@ class PolicyAnalyzer:
 
     def analyse(self, episodes: list[Episode]) -> list[tuple[str, Analysis]]:
         """One analysis per episode. Episodes with the same analysis prompt (a group's rollouts that went the
-        same way: 3 of 16 on the default batch) are decoded once; decoding is greedy, so each would get the
-        same text."""
+        same way) are decoded once; decoding is greedy, so each would get the same text."""
         keys, of_episode = distinct_rows([tuple(p) for p in self.prompts(episodes)])
         gens = self.backend.generate([list(p) for p in keys], self.sampling, batch_size=self.batch_size)
         return [

@@ -14,7 +14,9 @@ import hashlib
 import json
 import logging
 import random
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -29,6 +31,9 @@ from seed.train.metrics import trim_heap
 from seed.train.optim import adamw, guarded_step, warmup_cosine
 from seed.train.warmup import Demonstration, demonstrations, token_weights
 from seed.types import Episode
+
+if TYPE_CHECKING:  # annotations only
+    from seed.train.components import Components
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +79,7 @@ def skill_chars(response: str) -> tuple[int, int] | None:
     return None if key < 0 or start < 0 else (start, start + len(json.dumps(skill, ensure_ascii=False)) - 2)
 
 
-def make_teacher(components):
+def make_teacher(components: Components):
     cfg = components.cfg.label
     if cfg.teacher == "oracle":
         from seed.skills.teachers import OracleTeacher
@@ -112,7 +117,7 @@ def label_episodes(teacher, episodes: list[Episode]) -> list[str | None]:
     return out
 
 
-def label_stage(components, progress=None) -> Path:
+def label_stage(components: Components, progress: Callable[[int], None] | None = None) -> Path:
     """Write labels.jsonl in the run directory; resumable (tasks already labelled are skipped)."""
     cfg = components.cfg
     out = Path(cfg.run_dir) / "labels.jsonl"
@@ -199,7 +204,7 @@ def _id_hash(episode_id: str) -> int:
     return int(hashlib.sha256(episode_id.encode()).hexdigest()[:8], 16)
 
 
-def format_replay(components) -> list[Demonstration]:
+def format_replay(components: Components) -> list[Demonstration]:
     """The format warm-up's demonstrations (the same ones: same seed and settings), to replay during analyzer SFT."""
     cfg, w = components.cfg, components.cfg.warmup
     return demonstrations(
@@ -213,7 +218,7 @@ def format_replay(components) -> list[Demonstration]:
     )
 
 
-def sft_stage(components, labels: Path, progress_factory=None) -> dict:
+def sft_stage(components: Components, labels: Path, progress_factory: Callable[..., Any] | None = None) -> dict:
     """Analyzer SFT on the labels that parsed; returns held-out loss, parse rate and skill presence."""
     cfg, policy, tok = components.cfg, components.policy, components.tokenizer
     s = cfg.sft

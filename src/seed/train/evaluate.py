@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from seed.types import Episode
+
+if TYPE_CHECKING:  # annotations only
+    from seed.train.components import Components
 
 
 def success_table(episodes: list[Episode]) -> dict:
@@ -27,7 +32,12 @@ def success_table(episodes: list[Episode]) -> dict:
     }
 
 
-def evaluate(components, splits: list[str] | None = None, episodes: int | None = None, progress=None) -> dict:
+def evaluate(
+    components: Components,
+    splits: list[str] | None = None,
+    episodes: int | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> dict:
     cfg = components.cfg
     results = {}
     for split in splits or cfg.eval.splits:

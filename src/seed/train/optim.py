@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import logging
 import math
+from typing import TYPE_CHECKING
 
 import torch
 
 from seed.models.load import trainable_parameters
 from seed.train.metrics import trim_heap
+
+if TYPE_CHECKING:  # annotations only
+    from seed.config import Config
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +31,7 @@ def adamw(
     return torch.optim.AdamW(params, lr=lr, betas=betas, weight_decay=weight_decay, fused=fused or None)
 
 
-def make_optimizer(model: torch.nn.Module, cfg) -> torch.optim.AdamW:
+def make_optimizer(model: torch.nn.Module, cfg: Config) -> torch.optim.AdamW:
     """The RL update's optimizer (`algo.lr`, `algo.weight_decay`)."""
     return adamw(model, lr=cfg.algo.lr, weight_decay=cfg.algo.weight_decay)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from seed.config import Config, check_resume, redacted, save_config
 from seed.errors import CheckpointError, RunError
@@ -22,6 +23,9 @@ from seed.train.optim import make_optimizer
 from seed.train.rl import train, write_jsonl
 from seed.train.wandb_sink import finish as finish_wandb
 from seed.train.wandb_sink import open_sink
+
+if TYPE_CHECKING:  # annotations only
+    from seed.train.components import Components
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +53,7 @@ def prepare_run_dir(cfg: Config, force: bool = False) -> Path:
     return run_dir
 
 
-def load_latest_weights(components) -> int:
+def load_latest_weights(components: Components) -> int:
     """Load the newest verified checkpoint's model weights (if any); returns its update index (0 if none)."""
     _, state = load_latest_checkpoint(Path(components.cfg.run_dir))
     if state is None:
@@ -58,7 +62,7 @@ def load_latest_weights(components) -> int:
     return int(state["update"])
 
 
-def _save_start_point(components, stages: dict) -> None:
+def _save_start_point(components: Components, stages: dict) -> None:
     """The model after the start stages is checkpoint 0 and the KL reference (as SEED's SFT model is). Checkpoint 0
     also records which start stages it holds, so a run killed before their marker files never repeats them. The
     reference is only written here: the RL stage builds it (`load_reference`), so no later start stage trains
@@ -83,7 +87,7 @@ def _save_start_point(components, stages: dict) -> None:
     )
 
 
-def _start_stage(components, name: str, fn) -> None:
+def _start_stage(components: Components, name: str, fn) -> None:
     """Run a start stage (analyzer SFT, format warm-up) once per run directory; a marker file records it."""
     run_dir = Path(components.cfg.run_dir)
     marker = run_dir / f"stage_{name}.json"
@@ -113,7 +117,7 @@ def _record_stage(cfg: Config, name: str, stats: dict) -> None:
     atomic_write_text(run_dir / f"stage_{name}.json", json.dumps(stats, indent=2))
 
 
-def sft_stage_once(components) -> None:
+def sft_stage_once(components: Components) -> None:
     """`seed label` + `seed sft` when sft.enabled: teacher labels, then the analyzer warm-up."""
     if not components.cfg.sft.enabled:
         return
@@ -132,7 +136,7 @@ def sft_stage_once(components) -> None:
     _start_stage(components, "sft", run)
 
 
-def warmup_stage(components) -> None:
+def warmup_stage(components: Components) -> None:
     """Format warm-up once (when warmup.enabled)."""
     if not components.cfg.warmup.enabled:
         return
@@ -147,7 +151,7 @@ def warmup_stage(components) -> None:
     _start_stage(components, "warmup", run)
 
 
-def start_stages(components) -> None:
+def start_stages(components: Components) -> None:
     """Format warm-up (if enabled) first, so the labelled episodes come from a policy that can act; then the
     analyzer warm-up (label + SFT) if enabled."""
     warmup_stage(components)
@@ -155,7 +159,7 @@ def start_stages(components) -> None:
     load_latest_weights(components)
 
 
-def eval_stage(components, tag: str) -> dict:
+def eval_stage(components: Components, tag: str) -> dict:
     """Evaluate the current weights; results go to eval_<tag>.json (skipped if that file exists)."""
     run_dir = Path(components.cfg.run_dir)
     out = run_dir / f"eval_{tag}.json"
@@ -180,7 +184,7 @@ def eval_stage(components, tag: str) -> dict:
     return results
 
 
-def load_reference(components) -> None:
+def load_reference(components: Components) -> None:
     """The KL reference: `reference.pt` once a start stage has changed the weights, else the model as loaded.
     A missing reference.pt is rebuilt from checkpoint 0 when that still verifies; otherwise the run refuses to go
     on rather than regularise towards the wrong model. Where start stages run, the reference is built here, after
@@ -217,7 +221,7 @@ def _load_model_as_configured(target, components) -> None:
     target.load_state_dict(loaded.state_dict())
 
 
-def rl_stage(components) -> int:
+def rl_stage(components: Components) -> int:
     """The RL updates (`train.updates`), from the run directory's newest checkpoint; returns the updates done.
     The KL reference is built here, once. With `dist.train_processes` > 1 FSDP2 ranks train (each builds its own
     reference) and this process then loads their result."""
@@ -257,14 +261,14 @@ def _train_rank(rank: int, world: int, config_path: str) -> None:
         finish_wandb()  # rank 0 logged to W&B (where on): its run ends before the parent resumes it
 
 
-def train_stage(components) -> int:
+def train_stage(components: Components) -> int:
     """`seed train` in one call: the run directory, the start stages, then the RL stage."""
     prepare_run_dir(components.cfg)
     start_stages(components)
     return rl_stage(components)
 
 
-def periodic_eval(components, update: int) -> dict:
+def periodic_eval(components: Components, update: int) -> dict:
     """`eval.every`: the panels after update N (eval_update_N.json), as metrics. The rollout generator's state is
     put back afterwards, so evaluating does not change the training run."""
     generator = components.sampling_generator

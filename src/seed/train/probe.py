@@ -20,12 +20,16 @@ import math
 import random
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from seed.agent import left_truncate, parse_action, render, situation
 from seed.envs.base import checked_result
 from seed.skills.sources import PolicyAnalyzer, PrivilegedAnalyzer, TeacherAnalyzer, sibling_contexts
 from seed.skills.teachers import OracleTeacher, expert_moves
 from seed.types import Episode, StepSample, StepState
+
+if TYPE_CHECKING:  # annotations only
+    from seed.train.components import Components
 
 SCORING_BUDGET = 8192  # padded tokens per no-grad scoring micro-batch
 CONTEXTS = ("policy", "oracle", "sibling", "privileged", "shuffled", "empty")
@@ -98,7 +102,7 @@ def build_panel(
     return picked, experts, rollouts
 
 
-def _sample_responses(components, states: list[ProbeState]) -> None:
+def _sample_responses(components: Components, states: list[ProbeState]) -> None:
     """The policy's own response in each expert-play state (the expert's text stays on the episode)."""
     cfg, tok = components.cfg, components.tokenizer
     prompts = [left_truncate(render(p.sample.state, tok), cfg.rollout.max_prompt_tokens) for p in states]

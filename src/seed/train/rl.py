@@ -17,8 +17,10 @@ import logging
 import math
 import random
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -52,6 +54,10 @@ from seed.train.parallel import Ranks, SingleProcess
 from seed.train.wandb_sink import open_sink
 from seed.types import Episode, StepSample
 
+if TYPE_CHECKING:  # annotations only
+    from seed.config import Config
+    from seed.train.components import Components
+
 log = logging.getLogger(__name__)
 
 
@@ -65,7 +71,7 @@ class Batch:
     won: list[bool] | None = None  # per sample: its episode's outcome (for the teacher-signal metrics)
 
 
-def task_seeds_for_update(cfg, update: int) -> list[int]:
+def task_seeds_for_update(cfg: Config, update: int) -> list[int]:
     """The training tasks of update `update`: a fixed, non-overlapping window of train-split seeds."""
     n = cfg.rollout.tasks_per_update
     return [cfg.seed * 1_000_000 + update * n + i for i in range(n)]
@@ -90,7 +96,7 @@ def advantage_params(a) -> AdvantageParams:
     return AdvantageParams(norm=a.norm, over=a.grpo_over, step_weight=a.gigpo_step_weight, gamma=a.gigpo_gamma)
 
 
-def compute_advantages(episodes: list[Episode], cfg) -> Batch:
+def compute_advantages(episodes: list[Episode], cfg: Config) -> Batch:
     """Per-step advantages (`algo.advantage`, from the ADVANTAGES registry) for every step of the episodes that ran
     without an env fault; each step sample keeps its own (`StepSample.advantage`, written to the episode files)."""
     eps = [e for e in episodes if e.error is None and e.steps]
@@ -120,7 +126,7 @@ def mini_batch_plan(n: int, size: int, pad: bool, rng: random.Random) -> list[li
     return [order[i : i + size] for i in range(0, len(order), size)]
 
 
-def objective_params(cfg) -> ObjectiveParams:
+def objective_params(cfg: Config) -> ObjectiveParams:
     a, d = cfg.algo, cfg.distill
     return ObjectiveParams(
         policy_loss=a.policy_loss,
@@ -432,7 +438,7 @@ def _drop_rows_after(path: Path, update: int) -> None:
         write_jsonl_rows(path, kept)
 
 
-def _resume(components, ranks, run_dir: Path) -> tuple[torch.optim.Optimizer, int]:
+def _resume(components: Components, ranks, run_dir: Path) -> tuple[torch.optim.Optimizer, int]:
     """The optimizer and the first update to run, from the newest verified checkpoint (fresh at 0 without one).
     The checkpoint's tensors are copied into the model and the optimizer and then dropped with this frame: a
     copy of the weights (and, resuming mid-run, of AdamW's moments) held through the updates would add their
@@ -451,7 +457,12 @@ def _resume(components, ranks, run_dir: Path) -> tuple[torch.optim.Optimizer, in
     return optimizer, int(state["update"])
 
 
-def train(components, progress_factory=None, ranks: Ranks | None = None, evaluate_every=None) -> int:
+def train(
+    components: Components,
+    progress_factory: Callable[..., Any] | None = None,
+    ranks: Ranks | None = None,
+    evaluate_every: Callable[[int], dict] | None = None,
+) -> int:
     """Run updates until `train.updates`; resumes from the run directory's newest verified checkpoint. Returns
     updates done. Each update: rank 0 collects (rollout, advantages, [analysis, re-score]), every rank trains on
     the whole batch (its share of each mini-batch), rank 0 records; then a checkpoint when due.
@@ -570,7 +581,7 @@ class _MainRank:
             self.bar.close()
 
 
-def _checkpoint(components, ranks: Ranks, optimizer, run_dir: Path, done: int) -> None:
+def _checkpoint(components: Components, ranks: Ranks, optimizer, run_dir: Path, done: int) -> None:
     """Weights, optimizer, RNG states, the skill stream and the config after update `done` (every rank writes its
     part)."""
     cfg = components.cfg

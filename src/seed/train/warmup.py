@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import logging
 import random
-from typing import NamedTuple
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import torch
 
@@ -46,6 +47,9 @@ from seed.skills.teachers import (
 from seed.train.metrics import trim_heap
 from seed.train.optim import adamw, guarded_step
 from seed.types import StepState
+
+if TYPE_CHECKING:  # annotations only
+    from seed.train.components import Components
 
 log = logging.getLogger(__name__)
 
@@ -211,7 +215,7 @@ def token_weights(mask: torch.Tensor, key_spans: list[tuple[int, int]], key_weig
     return weights
 
 
-def format_warmup(components, progress_factory=None) -> dict:
+def format_warmup(components: Components, progress_factory: Callable[..., Any] | None = None) -> dict:
     """SFT (response-only NLL) on the demonstrations; returns the mean loss of the first and last epoch."""
     cfg, policy = components.cfg, components.policy
     w = cfg.warmup
