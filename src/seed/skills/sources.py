@@ -14,16 +14,25 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from typing import Protocol
 
 from seed.agent import prompt_ids, situation
 from seed.models.backend import Sampling
 from seed.models.batching import distinct_rows
 from seed.skills.analyzer import MIN_SKILL_WORDS, Analysis, analysis_prompt, parse_analysis
 from seed.skills.library import read_skill_library
-from seed.skills.teachers import expert_route, rules
+from seed.skills.teachers import Teacher, expert_route, rules
 from seed.types import Episode
 
 SKILL_SOURCES = ("policy", "teacher", "library", "privileged", "sibling")
+
+
+class Analyzer(Protocol):
+    """Where SEED's skills come from (`distill.skill_source`): one (raw text, Analysis) per finished episode."""
+
+    steps_cut: int  # trajectory steps the last call left out of analysis prompts to fit their budget
+
+    def analyse(self, episodes: list[Episode]) -> list[tuple[str, Analysis]]: ...
 
 
 class PolicyAnalyzer:
@@ -70,7 +79,7 @@ class PolicyAnalyzer:
 
 
 class TeacherAnalyzer:
-    def __init__(self, teacher, step_skills: int = 0, min_skill_words: int = MIN_SKILL_WORDS):
+    def __init__(self, teacher: Teacher, step_skills: int = 0, min_skill_words: int = MIN_SKILL_WORDS):
         self.teacher, self.step_skills, self.min_skill_words = teacher, step_skills, min_skill_words
         self.steps_cut = 0
 
@@ -94,6 +103,8 @@ def unusable(why: str) -> Analysis:
 class LibraryAnalyzer:
     """Skills from a static file: {task_type: skill} (YAML or JSON); "default" covers unlisted types."""
 
+    steps_cut = 0  # nothing is cut: no analysis prompt
+
     def __init__(self, path: str):
         self.skills = read_skill_library(path)
 
@@ -108,6 +119,8 @@ class LibraryAnalyzer:
 
 class PrivilegedAnalyzer:
     """The expert's plan for each episode's task, read from a fresh env reset to the episode's task seed."""
+
+    steps_cut = 0  # nothing is cut: no analysis prompt
 
     def __init__(self, env_factory: Callable):
         self.env = env_factory()
@@ -152,6 +165,8 @@ def sibling_contexts(episodes: list[Episode], donors: list[Episode] | None = Non
 
 class SiblingAnalyzer:
     """No analysis: each episode's teacher context is a successful sibling from its group (`sibling_contexts`)."""
+
+    steps_cut = 0  # nothing is cut: no analysis prompt
 
     def analyse(self, episodes: list[Episode]) -> list[tuple[str, Analysis]]:
         out = []

@@ -12,14 +12,18 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import random
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from seed.agent import situation
 from seed.envs.base import Env, checked_result
 from seed.types import Episode
+
+log = logging.getLogger(__name__)
 
 # A skill stays one short instruction: a failure names the core mistake and at most one more, a success the
 # first moves of the route (longer skills made the 135M analyzer loop until its token limit cut the JSON).
@@ -200,6 +204,20 @@ def oracle_step_skills(episode: Episode, mistakes: Mistakes, limit: int) -> dict
     return dict(sorted(out.items())[:limit])
 
 
+class Teacher(Protocol):
+    """What labels episodes for the analyzer SFT (`label.teacher`) and writes skills for `skill_source: teacher`."""
+
+    name: str
+
+    def label(self, episode: Episode) -> str:
+        """The raw analysis (JSON text) of one episode; raises where it cannot be written."""
+        ...
+
+    def label_many(self, episodes: list[Episode]) -> list[str | None]:
+        """One raw analysis per episode, None where labelling failed: that episode is skipped, not the stage."""
+        ...
+
+
 class OracleTeacher:
     """Labels episodes of a built-in env from its expert; no network."""
 
@@ -215,3 +233,13 @@ class OracleTeacher:
         if self.step_skills:
             out["step_skills"] = {str(k): v for k, v in oracle_step_skills(episode, mistakes, self.step_skills).items()}
         return json.dumps(out)
+
+    def label_many(self, episodes: list[Episode]) -> list[str | None]:
+        out: list[str | None] = []
+        for e in episodes:
+            try:
+                out.append(self.label(e))
+            except Exception as exc:  # one episode's replay fault stays in that episode
+                log.warning("episode %s not labelled: %r", e.episode_id, exc)
+                out.append(None)
+        return out

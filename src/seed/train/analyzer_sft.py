@@ -26,6 +26,7 @@ from seed.models.backend import Sampling
 from seed.models.batching import token_budget_batches
 from seed.models.load import trainable_parameters
 from seed.skills.analyzer import analysis_prompt, parse_analysis
+from seed.skills.teachers import Teacher
 from seed.storage import read_jsonl
 from seed.train.metrics import trim_heap
 from seed.train.optim import adamw, guarded_step, warmup_cosine
@@ -79,7 +80,7 @@ def skill_chars(response: str) -> tuple[int, int] | None:
     return None if key < 0 or start < 0 else (start, start + len(json.dumps(skill, ensure_ascii=False)) - 2)
 
 
-def make_teacher(components: Components):
+def make_teacher(components: Components) -> Teacher:
     cfg = components.cfg.label
     if cfg.teacher == "oracle":
         from seed.skills.teachers import OracleTeacher
@@ -102,19 +103,10 @@ def make_teacher(components: Components):
     )
 
 
-def label_episodes(teacher, episodes: list[Episode]) -> list[str | None]:
+def label_episodes(teacher: Teacher, episodes: list[Episode]) -> list[str | None]:
     """The teacher's raw answer per episode; None where labelling failed (an env fault in the oracle's replay,
     an endpoint that gave up): that episode is skipped, not the stage."""
-    if hasattr(teacher, "label_many"):
-        return teacher.label_many(episodes)
-    out: list[str | None] = []
-    for e in episodes:
-        try:
-            out.append(teacher.label(e))
-        except Exception as exc:  # one episode's labelling fault stays in that episode
-            log.warning("episode %s not labelled: %r", e.episode_id, exc)
-            out.append(None)
-    return out
+    return teacher.label_many(episodes)
 
 
 def label_stage(components: Components, progress: Callable[[int], None] | None = None) -> Path:

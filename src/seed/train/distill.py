@@ -53,10 +53,7 @@ class DistillStage:
         else:
             self.analyzer = LibraryAnalyzer(d.library_path)
         self.teacher_backend = self._teacher_backend()
-        self.expert_env = None
-        if d.expert_signal:
-            env = components.env_factory("train")()
-            self.expert_env = env if callable(getattr(env, "expert_plan", None)) else None
+        self.expert_env = components.env_factory("train")() if d.expert_signal else None  # its expert_plan
 
     def _teacher_backend(self):
         c, d = self.c, self.c.cfg.distill
@@ -122,7 +119,7 @@ class DistillStage:
             "distill/skill_rate": len(with_skill) / max(1, len(finished)),
             "distill/skill_words": sum(len(e.skill.split()) for e in with_skill) / max(1, len(with_skill)),
             "distill/step_skills": sum(len(e.step_skills) for e in with_skill) / max(1, len(with_skill)),
-            "distill/analysis_steps_cut": getattr(self.analyzer, "steps_cut", 0),
+            "distill/analysis_steps_cut": self.analyzer.steps_cut,
             "time/analysis": t_analysis,
             "time/rescore": t_rescore,
             "time/expert_replay": t_expert,
