@@ -18,6 +18,7 @@ import yaml
 
 from seed.algos import ADVANTAGES, DISTILL_LOSSES, GROUPINGS, NORMS, POLICY_LOSSES
 from seed.errors import ConfigError
+from seed.skills import SKILL_SOURCES
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"  # package data (the repo's configs/ links here)
 
@@ -154,11 +155,7 @@ class DistillConfig:
     opid_weight: float = _positive(0.001, minimum=0, doc="opid: A += w * delta per token")
     skill_source: str = _choice(
         "policy",
-        "policy",
-        "teacher",
-        "library",
-        "privileged",
-        "sibling",
+        *SKILL_SOURCES,
         doc="privileged = OPSD: the expert's solution as teacher context; sibling: another "
         "successful episode of the same group",
     )

@@ -24,8 +24,6 @@ from seed.skills.library import read_skill_library
 from seed.skills.teachers import Teacher, expert_route, rules
 from seed.types import Episode
 
-SKILL_SOURCES = ("policy", "teacher", "library", "privileged", "sibling")
-
 
 class Analyzer(Protocol):
     """Where SEED's skills come from (`distill.skill_source`): one (raw text, Analysis) per finished episode."""

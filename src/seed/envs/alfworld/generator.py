@@ -65,7 +65,6 @@ OBJECTS: dict[str, frozenset] = {
         "AlarmClock": "",
     }.items()
 }
-_ABILITY = {"clean": "c", "heat": "h", "cool": "c"}
 CLEANABLE = {o for o, a in OBJECTS.items() if "c" in a and o not in ("Bread",)}
 HEATABLE = {o for o, a in OBJECTS.items() if "h" in a}
 COOLABLE = {"Apple", "Tomato", "Potato", "Egg", "Bread", "Lettuce", "Mug", "Cup", "Plate", "Bowl", "Pan", "Pot"}
