@@ -63,3 +63,14 @@ def store_frozen_linears_in(model, dtype: torch.dtype) -> None:
             and not any(p.requires_grad for p in layer.parameters())
         ):
             layer.to(dtype)
+
+
+def frozen_copy(model: torch.nn.Module, dtype: torch.dtype | None = None) -> torch.nn.Module:
+    """A no-grad, eval-mode copy of `model` (in `dtype` where given) for scoring: references and fixed teachers."""
+    frozen = low_precision_copy(model, dtype) if dtype is not None else copy.deepcopy(model).eval()
+    for p in frozen.parameters():
+        p.requires_grad_(False)
+    for layer in frozen.modules():  # a copy of a checkpointed model: a frozen one never recomputes
+        if getattr(layer, "gradient_checkpointing", False):
+            layer.gradient_checkpointing = False
+    return frozen

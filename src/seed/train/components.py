@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import functools
 import random
 from dataclasses import dataclass
@@ -17,7 +16,7 @@ from seed.envs import make
 from seed.models import HFBackend, Sampling, load_model, load_tokenizer
 from seed.models.backend import GenerationBackend
 from seed.models.checkpointing import enable_activation_checkpointing
-from seed.models.weights import allocate_weights, free_weights, low_precision_copy
+from seed.models.weights import allocate_weights, free_weights, frozen_copy
 from seed.rollout.collector import Collector, RolloutSettings
 from seed.storage import load_verified
 
@@ -161,14 +160,3 @@ def build_components(cfg: Config, with_reference: bool = True) -> Components:
     if cfg.model.activation_checkpointing:
         enable_activation_checkpointing(model)
     return components
-
-
-def frozen_copy(model: torch.nn.Module, dtype: torch.dtype | None = None) -> torch.nn.Module:
-    """A no-grad, eval-mode copy of `model` (in `dtype` where given) for scoring: references and fixed teachers."""
-    frozen = low_precision_copy(model, dtype) if dtype is not None else copy.deepcopy(model).eval()
-    for p in frozen.parameters():
-        p.requires_grad_(False)
-    for layer in frozen.modules():  # a copy of a checkpointed model: a frozen one never recomputes
-        if getattr(layer, "gradient_checkpointing", False):
-            layer.gradient_checkpointing = False
-    return frozen

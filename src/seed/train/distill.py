@@ -15,10 +15,10 @@ from pathlib import Path
 import torch
 
 from seed.models.backend import HFBackend
+from seed.models.weights import frozen_copy
 from seed.skills.rescore import rescore
 from seed.skills.sources import LibraryAnalyzer, PolicyAnalyzer, PrivilegedAnalyzer, SiblingAnalyzer, TeacherAnalyzer
 from seed.skills.teachers import OracleTeacher, expert_moves
-from seed.train.components import frozen_copy
 from seed.types import Episode, StepSample
 
 log = logging.getLogger(__name__)

@@ -23,8 +23,8 @@ from seed.dist.fsdp import (
 from seed.errors import NonFiniteError
 from seed.models import HFBackend
 from seed.models.load import trainable_parameters
+from seed.models.weights import frozen_copy
 from seed.train.checkpoint import prune_checkpoints, save_checkpoint
-from seed.train.components import frozen_copy
 from seed.train.optim import make_optimizer
 
 
