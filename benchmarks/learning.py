@@ -237,11 +237,17 @@ def train_method(config: str, base: list[str], seed_dir: Path, method: str, upda
 
 
 # ----------------------------------------------------------------------------------------------------- report
-def mean_se(values: list[float]) -> tuple[float, float]:
+def mean_se(values: list[float]) -> tuple[float, float | None]:
+    """Mean and standard error over seeds; no standard error from one seed (None, not 0)."""
     n = len(values)
     m = sum(values) / n
-    sd = math.sqrt(sum((v - m) ** 2 for v in values) / (n - 1)) if n > 1 else 0.0
-    return m, sd / math.sqrt(n)
+    if n < 2:
+        return m, None
+    return m, math.sqrt(sum((v - m) ** 2 for v in values) / (n - 1)) / math.sqrt(n)
+
+
+def _se(se: float | None) -> str:
+    return f"±{se:.3f}" if se is not None else "±  —  "
 
 
 def collect(out: Path, seeds: list[int], methods: list[str]) -> dict:
@@ -382,7 +388,7 @@ def print_tables(table: dict, paired: dict, reach: dict) -> None:
             print(
                 f"{method:<9}"
                 + "".join(
-                    f"{by_u[u]['mean']:>9.3f} ±{by_u[u]['se']:.3f}" if u in by_u else f"{'—':>15}" for u in updates
+                    f"{by_u[u]['mean']:>9.3f} {_se(by_u[u]['se'])}" if u in by_u else f"{'—':>15}" for u in updates
                 )
             )
     print("\nPaired difference method − GRPO per seed (mean ± SE over seeds), last common update:")
@@ -390,7 +396,7 @@ def print_tables(table: dict, paired: dict, reach: dict) -> None:
         print(
             f"  {method:<9}"
             + "  ".join(
-                f"{split} {d['mean']:+.3f} ±{d['se']:.3f} (n={d['n_seeds']}, u{d['update']})"
+                f"{split} {d['mean']:+.3f} {_se(d['se'])} (n={d['n_seeds']}, u{d['update']})"
                 for split, d in panels.items()
             )
         )
@@ -423,7 +429,7 @@ def plot(table: dict, path: Path) -> bool:
             if pts:
                 x = [p["episodes"] for p in pts]
                 y = [p["mean"] for p in pts]
-                e = [p["se"] for p in pts]
+                e = [p["se"] or 0.0 for p in pts]
                 ax.errorbar(x, y, yerr=e, label=method, marker="o", capsize=3)
         ax.set_title(split)
         ax.set_xlabel("training episodes")

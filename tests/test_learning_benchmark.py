@@ -123,3 +123,9 @@ def test_a_rebuilt_start_point_serves_earlier_methods_only_with_the_same_weights
     (tmp_path / "archive" / "seed0" / "start" / "start_weights.json").unlink()  # methods with no recorded start
     with pytest.raises(SystemExit, match="not recorded"):
         learning.check_start(start, "seed0", "start")
+
+
+def test_one_seed_gives_a_mean_and_no_standard_error():
+    assert learning.mean_se([0.4]) == (0.4, None)
+    m, se = learning.mean_se([0.2, 0.4])
+    assert m == pytest.approx(0.3) and se == pytest.approx(0.1)
