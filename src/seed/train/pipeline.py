@@ -78,7 +78,7 @@ def _save_start_point(components: Components, stages: dict) -> None:
             "model": weights,
             "optimizer": make_optimizer(components.policy.model, cfg).state_dict(),
             "rng": rng_state(),
-            "generator": components.policy.generator.get_state(),
+            "generator": components.sampling_generator.get_state(),
             "update": 0,
             "config": redacted(cfg.to_dict()),
             "start_stages": stages,
