@@ -30,7 +30,7 @@ from seed.skills.teachers import Teacher
 from seed.storage import read_jsonl
 from seed.train.metrics import trim_heap
 from seed.train.optim import adamw, guarded_step, warmup_cosine
-from seed.train.warmup import Demonstration, demonstrations, token_weights
+from seed.train.warmup import Demonstration, token_weights, warmup_demonstrations
 from seed.types import Episode
 
 if TYPE_CHECKING:  # annotations only
@@ -198,16 +198,7 @@ def _id_hash(episode_id: str) -> int:
 
 def format_replay(components: Components) -> list[Demonstration]:
     """The format warm-up's demonstrations (the same ones: same seed and settings), to replay during analyzer SFT."""
-    cfg, w = components.cfg, components.cfg.warmup
-    return demonstrations(
-        components,
-        w.episodes,
-        seed=cfg.seed,
-        expert_share=w.expert_share,
-        thought=w.thought,
-        skill_share=w.skill_share,
-        foreign_share=w.foreign_skill_share,
-    )
+    return warmup_demonstrations(components)
 
 
 def sft_stage(components: Components, labels: Path, progress_factory: Callable[..., Any] | None = None) -> dict:

@@ -11,6 +11,7 @@ import json
 import logging
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -21,7 +22,25 @@ from seed.skills.sources import LibraryAnalyzer, PolicyAnalyzer, PrivilegedAnaly
 from seed.skills.teachers import OracleTeacher, expert_moves
 from seed.types import Episode, StepSample
 
+if TYPE_CHECKING:  # annotations only
+    from seed.train.components import Components
+
 log = logging.getLogger(__name__)
+
+
+def policy_analyzer(components: Components, step_skills: int = 0) -> PolicyAnalyzer:
+    """SEED's analyzer as configured (`distill.analyzer_*`): the policy, decoding on the rollout engine."""
+    d = components.cfg.distill
+    return PolicyAnalyzer(
+        components.rollout_backend(),
+        components.tokenizer,
+        d.analyzer_max_new_tokens,
+        d.analyzer_batch_size,
+        step_skills,
+        max_prompt_tokens=d.analyzer_max_prompt_tokens,
+        min_skill_words=d.min_skill_words,
+        skill_first=d.skill_first,
+    )
 
 
 class DistillStage:
@@ -30,16 +49,7 @@ class DistillStage:
         cfg, d = components.cfg, components.cfg.distill
         self.path = Path(cfg.run_dir) / "skills.jsonl"
         if d.skill_source == "policy":
-            self.analyzer = PolicyAnalyzer(
-                components.rollout_backend(),
-                components.tokenizer,
-                d.analyzer_max_new_tokens,
-                d.analyzer_batch_size,
-                d.step_skills,
-                max_prompt_tokens=d.analyzer_max_prompt_tokens,
-                min_skill_words=d.min_skill_words,
-                skill_first=d.skill_first,
-            )
+            self.analyzer = policy_analyzer(components, d.step_skills)
         elif d.skill_source == "teacher":
             self.analyzer = TeacherAnalyzer(
                 OracleTeacher(components.env_factory("train"), d.step_skills),

@@ -24,8 +24,9 @@ from typing import TYPE_CHECKING
 
 from seed.agent import left_truncate, parse_action, render, situation
 from seed.envs.base import checked_result
-from seed.skills.sources import PolicyAnalyzer, PrivilegedAnalyzer, TeacherAnalyzer, sibling_contexts
+from seed.skills.sources import PrivilegedAnalyzer, TeacherAnalyzer, sibling_contexts
 from seed.skills.teachers import OracleTeacher, expert_moves
+from seed.train.distill import policy_analyzer
 from seed.types import Episode, StepSample, StepState
 
 if TYPE_CHECKING:  # annotations only
@@ -130,7 +131,6 @@ def panel_contexts(
     components, split: str, panel: list[ProbeState], rollouts: list[Episode], names: tuple[str, ...] = CONTEXTS
 ) -> dict[str, list[str | None]]:
     """Per context, per state: the teacher context (None where the context has nothing for that state)."""
-    d = components.cfg.distill
     episodes = list({id(p.episode): p.episode for p in panel}.values())
     index = {id(e): i for i, e in enumerate(episodes)}
 
@@ -141,17 +141,7 @@ def panel_contexts(
     if "oracle" in names or "shuffled" in names:
         per_episode["oracle"] = skills(TeacherAnalyzer(OracleTeacher(components.env_factory(split))))
     if "policy" in names:
-        per_episode["policy"] = skills(
-            PolicyAnalyzer(
-                components.rollout_backend(),
-                components.tokenizer,
-                d.analyzer_max_new_tokens,
-                d.analyzer_batch_size,
-                max_prompt_tokens=d.analyzer_max_prompt_tokens,
-                min_skill_words=d.min_skill_words,
-                skill_first=d.skill_first,
-            )
-        )
+        per_episode["policy"] = skills(policy_analyzer(components))
     if "privileged" in names:
         per_episode["privileged"] = skills(PrivilegedAnalyzer(components.env_factory(split)))
     if "sibling" in names:

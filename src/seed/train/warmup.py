@@ -215,11 +215,10 @@ def token_weights(mask: torch.Tensor, key_spans: list[tuple[int, int]], key_weig
     return weights
 
 
-def format_warmup(components: Components, progress_factory: Callable[..., Any] | None = None) -> dict:
-    """SFT (response-only NLL) on the demonstrations; returns the mean loss of the first and last epoch."""
-    cfg, policy = components.cfg, components.policy
-    w = cfg.warmup
-    pairs = demonstrations(
+def warmup_demonstrations(components: Components) -> list[Demonstration]:
+    """The format warm-up's demonstrations as configured (`warmup.*`); the analyzer SFT replays the same ones."""
+    cfg, w = components.cfg, components.cfg.warmup
+    return demonstrations(
         components,
         w.episodes,
         seed=cfg.seed,
@@ -228,6 +227,13 @@ def format_warmup(components: Components, progress_factory: Callable[..., Any] |
         skill_share=w.skill_share,
         foreign_share=w.foreign_skill_share,
     )
+
+
+def format_warmup(components: Components, progress_factory: Callable[..., Any] | None = None) -> dict:
+    """SFT (response-only NLL) on the demonstrations; returns the mean loss of the first and last epoch."""
+    cfg, policy = components.cfg, components.policy
+    w = cfg.warmup
+    pairs = warmup_demonstrations(components)
     longest = max(len(d.response) for d in pairs)
     if longest > cfg.rollout.max_response_tokens:  # the model would learn answers it is never allowed to finish
         raise ConfigError(
