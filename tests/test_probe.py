@@ -143,18 +143,6 @@ def test_skill_demonstrations_follow_the_skill_in_their_prompt(comps):
     assert named_foreign / len(foreign) < named / len(own)  # another room's rules name fewer of the states met
 
 
-def test_warmup_weights_only_the_action_tokens_more():
-    import torch
-
-    from seed.train.warmup import token_weights
-
-    mask = torch.tensor([[1.0, 1.0, 1.0, 1.0], [1.0, 1.0, 0.0, 0.0]])
-    weights = token_weights(mask, [(2, 3), (0, 1)], [4.0, 2.0])
-    assert weights.tolist() == [[1.0, 1.0, 4.0, 1.0], [2.0, 1.0, 0.0, 0.0]]
-    assert mask.tolist() == [[1.0, 1.0, 1.0, 1.0], [1.0, 1.0, 0.0, 0.0]]  # the mask itself is left alone
-    assert torch.equal(token_weights(mask, [(2, 3), (0, 1)], [1.0, 1.0]), mask)  # weight 1: the plain token mean
-
-
 def test_a_skill_walk_moves_like_a_plain_demonstration_where_no_rule_binds(comps):
     """Off-rule moves are the expert's at `expert_share` where a situation is first met (so a skill about other
     situations keeps the plain prompt's preference for the expert move; a situation met again repeats its move);

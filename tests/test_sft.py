@@ -277,7 +277,7 @@ def test_skill_weight_teaches_the_skill_tokens_faster(tmp_path):
 def test_the_sft_token_budget_splits_micro_batches_not_the_step(tmp_path, monkeypatch):
     """sft.token_budget only sets how many sequences one forward holds: the step (gradients summed over the micro-
     batches) and so the trained weights are those of one micro-batch per step."""
-    from seed.train import analyzer_sft
+    from seed.train import sft
 
     base = [
         f"run_dir={tmp_path}",
@@ -291,9 +291,9 @@ def test_the_sft_token_budget_splits_micro_batches_not_the_step(tmp_path, monkey
     ]
     labels = label_stage(build_components(load_config("tiny", base), with_reference=False))
     sizes: list[int] = []
-    split = analyzer_sft.token_budget_batches
+    split = sft.token_budget_batches
     monkeypatch.setattr(
-        analyzer_sft,
+        sft,
         "token_budget_batches",
         lambda lengths, budget: [sizes.append(len(m)) or m for m in split(lengths, budget)],
     )

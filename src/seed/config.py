@@ -246,8 +246,8 @@ class SftConfig:
         minimum=1,
         maximum=100,
         doc="the episode_skill's tokens weigh this many "
-        "times in a label's token mean (1: the official per-sample mean); the skill is "
-        "what SEED's teacher reads, and its opener one token in a ~70-token target",
+        "times in the analyzer SFT's token mean (1: the official plain token mean); the "
+        "skill is what SEED's teacher reads, and its opener one token in a ~70-token target",
     )
     token_budget: int = _positive(
         0,

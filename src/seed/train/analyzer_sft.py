@@ -2,10 +2,11 @@
 
 Labels: the base policy (no skill) plays training tasks; the teacher writes {"episode_summary", "episode_skill"}
 for every episode; only outputs that parse are kept, and the target is the parsed fields re-serialised as compact
-JSON (what the analyzer should write, not the teacher's wrapping). SFT as verl's SFT trainer: response-only NLL
-averaged per sample, AdamW (0.9, 0.95) with weight decay, linear warm-up then cosine; a held-out split; reports
+JSON (what the analyzer should write, not the teacher's wrapping). SFT as verl's SFT trainer: response-only NLL as
+a token mean (`seed.train.sft`, the format warm-up's step), AdamW (0.9, 0.95) with weight decay, linear warm-up
+then cosine; one optimizer step per `sft.batch_size` labels; a held-out split; reports
 held-out loss, the JSON parse rate and skill presence of greedy generations. With `sft.format_replay` the format
-warm-up's demonstrations ride along in the batches (multi-task SFT), so the policy keeps its answer format.
+warm-up's demonstrations ride along as a second loss term (multi-task SFT), so the policy keeps its answer format.
 """
 
 from __future__ import annotations
@@ -28,9 +29,9 @@ from seed.models.load import trainable_parameters
 from seed.skills.analyzer import analysis_prompt, parse_analysis
 from seed.skills.teachers import Teacher
 from seed.storage import read_jsonl
-from seed.train.metrics import trim_heap
-from seed.train.optim import adamw, guarded_step, warmup_cosine
-from seed.train.warmup import Demonstration, token_weights, warmup_demonstrations
+from seed.train.optim import adamw, warmup_cosine
+from seed.train.sft import Demonstration, SFTTerm, sft_step
+from seed.train.warmup import warmup_demonstrations
 from seed.types import Episode
 
 if TYPE_CHECKING:  # annotations only
@@ -234,30 +235,11 @@ def sft_stage(components: Components, labels: Path, progress_factory: Callable[.
         rng.shuffle(train)
         batches = [train[i : i + s.batch_size] for i in range(0, len(train), s.batch_size)]
         for k, batch in enumerate(batches):
-            replayed = replay[k :: len(batches)]  # each replayed demonstration once per epoch
-            # each sample's token-mean, averaged over the batch; the replayed demonstrations' average is added to it
-            # (L_analysis + L_format), so replay never dilutes the analyzer's own gradient
-            weights = [1 / len(batch)] * len(batch) + [1 / max(1, len(replayed))] * len(replayed)
-            labelled, batch = len(batch), batch + replayed
-            opt.zero_grad(set_to_none=True)
-            loss_value = 0.0
-            # one optimizer step per batch of `sft.batch_size`, accumulated over token-budget micro-batches
-            for micro in token_budget_batches([len(d.prompt) + len(d.response) for d in batch], budget):
-                logp, mask, _ = policy.forward_logps(
-                    [batch[j].prompt for j in micro], [batch[j].response for j in micro]
-                )
-                # a replayed demonstration's action weighs as in the format warm-up, a label's skill `skill_weight`
-                tokens = token_weights(
-                    mask,
-                    [batch[j].key_span for j in micro],
-                    [s.skill_weight if j < labelled else cfg.warmup.action_weight for j in micro],
-                )
-                per_sample = -(logp * tokens).sum(-1) / tokens.sum(-1).clamp_min(1.0)
-                loss = (per_sample * torch.tensor([weights[j] for j in micro], device=per_sample.device)).sum()
-                trim_heap()  # the forward's freed temporaries go back to the OS before the backward allocates
-                loss.backward()
-                loss_value += loss.item()
-            skipped += not guarded_step(opt, params, 1.0, loss_value)
+            # each replayed demonstration once per epoch, as a second term: L_analysis + L_format
+            replayed = replay[k :: len(batches)]
+            terms = [SFTTerm(batch, s.skill_weight), SFTTerm(replayed, cfg.warmup.action_weight)]
+            loss_value, stepped = sft_step(policy, opt, params, [t for t in terms if t.demonstrations], budget)
+            skipped += not stepped
             schedule.step()
             if bar is not None:
                 bar.update(1)

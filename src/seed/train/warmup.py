@@ -27,9 +27,7 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NamedTuple
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from seed.agent import render, situation
 from seed.envs.base import checked_result
@@ -44,8 +42,8 @@ from seed.skills.teachers import (
     first_per_situation,
     workflow_skill,
 )
-from seed.train.metrics import trim_heap
-from seed.train.optim import adamw, guarded_step
+from seed.train.optim import adamw
+from seed.train.sft import Demonstration, SFTTerm, sft_step
 from seed.types import StepState
 
 if TYPE_CHECKING:  # annotations only
@@ -54,12 +52,6 @@ if TYPE_CHECKING:  # annotations only
 log = logging.getLogger(__name__)
 
 THOUGHTS = ("I pick an action.", "Let me try this.", "I move now.")
-
-
-class Demonstration(NamedTuple):
-    prompt: list[int]
-    response: list[int]
-    key_span: tuple[int, int]  # [start, end) of the tokens that decide the answer in `response`: the action here
 
 
 def answer(tok, think: str, action: str) -> Demonstration:
@@ -205,16 +197,6 @@ def _skill_naming(
     return avoidance_skill([corrections(fixes)]), dict(picked)
 
 
-def token_weights(mask: torch.Tensor, key_spans: list[tuple[int, int]], key_weights: list[float]) -> torch.Tensor:
-    """The response mask with each row's key tokens weighted by its `key_weights` entry: in a ~20-token answer the
-    action is one token, and under a plain token mean the format, learnt in the first epoch, keeps most of the
-    gradient that reading the skill block needs (the analyzer's skill inside its JSON, likewise)."""
-    weights = mask.clone()
-    for row, ((start, end), weight) in enumerate(zip(key_spans, key_weights)):
-        weights[row, start:end] *= weight
-    return weights
-
-
 def warmup_demonstrations(components: Components) -> list[Demonstration]:
     """The format warm-up's demonstrations as configured (`warmup.*`); the analyzer SFT replays the same ones."""
     cfg, w = components.cfg, components.cfg.warmup
@@ -230,7 +212,8 @@ def warmup_demonstrations(components: Components) -> list[Demonstration]:
 
 
 def format_warmup(components: Components, progress_factory: Callable[..., Any] | None = None) -> dict:
-    """SFT (response-only NLL) on the demonstrations; returns the mean loss of the first and last epoch."""
+    """SFT (`seed.train.sft`: one step per token-budget batch) on the demonstrations; returns the mean loss of the
+    first and last epoch."""
     cfg, policy = components.cfg, components.policy
     w = cfg.warmup
     pairs = warmup_demonstrations(components)
@@ -243,6 +226,7 @@ def format_warmup(components: Components, progress_factory: Callable[..., Any] |
     params = list(trainable_parameters(policy.model).values())
     opt = adamw(policy.model, lr=w.lr, weight_decay=0.0)
     rng = random.Random(cfg.seed)
+    budget = cfg.algo.token_budget
     losses, skipped = [], 0
     policy.release_generation_copy()
     policy.model.train()
@@ -250,24 +234,19 @@ def format_warmup(components: Components, progress_factory: Callable[..., Any] |
     bar = None
     for _ in range(w.epochs):
         rng.shuffle(pairs)
-        batches = token_budget_batches([len(d.prompt) + len(d.response) for d in pairs], cfg.algo.token_budget)
+        batches = token_budget_batches([len(d.prompt) + len(d.response) for d in pairs], budget)
         rng.shuffle(batches)
         if bar is None and progress_factory:
             batches_per_epoch = len(batches)
             bar = progress_factory(total=batches_per_epoch * w.epochs, desc="format warm-up")
         epoch_losses = []
-        for idx in batches:
-            logp, mask, _ = policy.forward_logps([pairs[i].prompt for i in idx], [pairs[i].response for i in idx])
-            weights = token_weights(mask, [pairs[i].key_span for i in idx], [w.action_weight] * len(idx))
-            loss = -(logp * weights).sum() / weights.sum()
-            opt.zero_grad(set_to_none=True)
-            trim_heap()  # the forward's freed temporaries go back to the OS before the backward allocates gradients
-            loss.backward()
-            skipped += not guarded_step(opt, params, 1.0, loss.item())
-            epoch_losses.append(loss.item())
+        for idx in batches:  # one step per token-budget batch
+            loss, stepped = sft_step(policy, opt, params, [SFTTerm([pairs[i] for i in idx], w.action_weight)], budget)
+            skipped += not stepped
+            epoch_losses.append(loss)
             if bar is not None:
                 bar.update(1)
-                bar.set_postfix(loss=f"{epoch_losses[-1]:.3f}")
+                bar.set_postfix(loss=f"{loss:.3f}")
         losses.append(sum(epoch_losses) / max(1, len(epoch_losses)))
     if bar is not None:
         bar.close()
