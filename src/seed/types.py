@@ -17,7 +17,7 @@ class StepState:
     admissible: list[str]
     history: list[tuple[str, str]] = field(default_factory=list)  # last k (observation, action) pairs
     step_index: int = 0  # steps taken before this one
-    images: list[Any] = field(default_factory=list)
+    images: list[Any] = field(default_factory=list)  # the current observation's frames (PIL); history stays text
 
     @classmethod
     def after(
@@ -31,6 +31,7 @@ class StepState:
             list(obs.admissible),
             history[-history_length:] if history_length else [],
             step_index,
+            list(obs.images),
         )
 
 
@@ -76,6 +77,7 @@ class Episode:
 
     def to_json(self) -> dict:
         d = asdict(self)
-        for s in d["steps"]:
+        for s, step in zip(d["steps"], self.steps):
             s.pop("prompt_ids")  # recoverable from the state; keeps episode files readable
+            s["state"]["images"] = [f"<image {im.width}x{im.height}>" for im in step.state.images]  # sizes only
         return d

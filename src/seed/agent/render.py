@@ -1,7 +1,11 @@
 """The one prompt renderer: StepState -> chat messages -> token ids, for student *and* teacher.
 
 The teacher prompt is the student prompt with a skill block inserted right after the task line; nothing else
-differs, and the response token ids are the sampled ones in both cases (they are never re-tokenized).
+differs, and the response token ids are the sampled ones in both cases (they are never re-tokenized). A state with
+images (the current observation's frames) puts one image part per frame before the text, as the official visual
+prompts open with the image; the chat template writes each as one placeholder token, which the model's backend
+expands with the frame's pixels (`seed.models.vision`). History windows stay text, as in the official visual
+Sokoban and EZPoints prompts, which show the current frame only.
 """
 
 from __future__ import annotations
@@ -50,21 +54,36 @@ def render_text(state: StepState, skill: str | None = None) -> str:
     return "\n".join(lines)
 
 
-def render_messages(state: StepState, skill: str | None = None) -> list[dict[str, str]]:
-    return [{"role": "user", "content": render_text(state, skill)}]
+def user_message(user_text: str, images: int = 0) -> dict:
+    """One user turn: plain text, or `images` image parts followed by the text (the processors' chat format)."""
+    if not images:
+        return {"role": "user", "content": user_text}
+    return {"role": "user", "content": [{"type": "image"}] * images + [{"type": "text", "text": user_text}]}
+
+
+def render_messages(state: StepState, skill: str | None = None) -> list[dict]:
+    return [user_message(render_text(state, skill), len(state.images))]
 
 
 def render(state: StepState, tokenizer, skill: str | None = None) -> list[int]:
     """Prompt token ids, ending with the assistant turn's opening (generation prompt)."""
-    return prompt_ids(tokenizer, render_text(state, skill))
+    return prompt_ids(tokenizer, render_text(state, skill), len(state.images))
 
 
-def prompt_ids(tokenizer, user_text: str) -> list[int]:
+def prompt_ids(tokenizer, user_text: str, images: int = 0) -> list[int]:
     """A one-message chat as token ids, ending with the assistant turn's opening: every prompt the policy sees
-    (an env step, an analysis request) goes through here."""
-    ids = tokenizer.apply_chat_template(
-        [{"role": "user", "content": user_text}], add_generation_prompt=True, tokenize=True
-    )
+    (an env step, an analysis request) goes through here. `images`: how many image placeholders open it."""
+    try:
+        ids = tokenizer.apply_chat_template(
+            [user_message(user_text, images)], add_generation_prompt=True, tokenize=True
+        )
+    except Exception as exc:  # a text model's template meets image parts
+        if not images:
+            raise
+        raise ValueError(
+            f"the tokenizer's chat template cannot write image parts ({type(exc).__name__}: {exc}); an env with "
+            "image observations needs a vision-language model"
+        ) from exc
     return list(ids if isinstance(ids, list) else ids["input_ids"])  # newer transformers return a BatchEncoding
 
 

@@ -40,19 +40,38 @@ class GenerationWorker:
                 max_model_len=max_model_len,
             )
         else:
-            from seed.models import HFBackend
+            from seed.models import HFBackend, load_image_processor
 
             model = load_model(model_name, self.tokenizer, lora=lora, seed=seed)
-            self.backend = HFBackend(model, self.tokenizer, device=device, precision=precision, seed=seed)
+            self.backend = HFBackend(
+                model,
+                self.tokenizer,
+                device=device,
+                precision=precision,
+                seed=seed,
+                image_processor=load_image_processor(model_name),
+            )
 
     def load_weights(self, state_dict: dict) -> None:
         self.backend.load_weights(state_dict)
 
-    def generate(self, prompts: list[list[int]], sampling: Sampling, batch_size: int) -> list[Generation]:
-        return self.backend.generate(prompts, sampling, batch_size=batch_size)
+    def generate(
+        self, prompts: list[list[int]], sampling: Sampling, batch_size: int = 64, images: list[list] | None = None
+    ) -> list[Generation]:
+        return self.backend.generate(prompts, sampling, batch_size=batch_size, images=images)
 
-    def logprobs(self, prompts: list[list[int]], responses: list[list[int]], token_budget: int) -> list[list[float]]:
-        return self.backend.logprobs(prompts, responses, token_budget)
+    def logprobs(
+        self,
+        prompts: list[list[int]],
+        responses: list[list[int]],
+        token_budget: int = 8192,
+        images: list[list] | None = None,
+    ) -> list[list[float]]:
+        return self.backend.logprobs(prompts, responses, token_budget, images=images)
+
+
+def _rows(images: list[list] | None, rows: range) -> list[list] | None:
+    return None if images is None else [images[i] for i in rows]
 
 
 def _split(n: int, parts: int) -> list[range]:
@@ -119,17 +138,28 @@ class RemoteBackend:
         self.ray.get([a.load_weights.remote(ref) for a in self.actors])
         self.pushes += 1
 
-    def generate(self, prompts: list[list[int]], sampling: Sampling, batch_size: int = 64) -> list[Generation]:
-        self.push_weights()
-        parts = _split(len(prompts), len(self.actors))
-        futures = [a.generate.remote([prompts[i] for i in r], sampling, batch_size) for a, r in zip(self.actors, parts)]
-        return [g for chunk in self.ray.get(futures) for g in chunk]
-
-    def logprobs(self, prompts: list[list[int]], responses: list[list[int]], token_budget: int = 8192):
+    def generate(
+        self, prompts: list[list[int]], sampling: Sampling, batch_size: int = 64, images: list[list] | None = None
+    ) -> list[Generation]:
         self.push_weights()
         parts = _split(len(prompts), len(self.actors))
         futures = [
-            a.logprobs.remote([prompts[i] for i in r], [responses[i] for i in r], token_budget)
+            a.generate.remote([prompts[i] for i in r], sampling, batch_size, _rows(images, r))
+            for a, r in zip(self.actors, parts)
+        ]
+        return [g for chunk in self.ray.get(futures) for g in chunk]
+
+    def logprobs(
+        self,
+        prompts: list[list[int]],
+        responses: list[list[int]],
+        token_budget: int = 8192,
+        images: list[list] | None = None,
+    ):
+        self.push_weights()
+        parts = _split(len(prompts), len(self.actors))
+        futures = [
+            a.logprobs.remote([prompts[i] for i in r], [responses[i] for i in r], token_budget, _rows(images, r))
             for a, r in zip(self.actors, parts)
         ]
         return [lp for chunk in self.ray.get(futures) for lp in chunk]

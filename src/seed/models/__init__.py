@@ -5,12 +5,14 @@ from seed.models.batching import prompt_sharing_batches, token_budget_batches
 from seed.models.load import (
     SMOLLM2,
     TINY,
-    autocast_dtype,
+    TINY_VL,
+    load_image_processor,
     load_model,
     load_tokenizer,
     smollm2_folder,
     trainable_parameters,
 )
+from seed.models.precision import autocast_dtype
 
 __all__ = [
     "Generation",
@@ -20,7 +22,9 @@ __all__ = [
     "token_budget_batches",
     "SMOLLM2",
     "TINY",
+    "TINY_VL",
     "autocast_dtype",
+    "load_image_processor",
     "load_model",
     "load_tokenizer",
     "smollm2_folder",

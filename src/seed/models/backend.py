@@ -15,9 +15,10 @@ from typing import Protocol, runtime_checkable
 import torch
 
 from seed.models.decoding import HFDecoder
-from seed.models.load import autocast_context, autocast_dtype
 from seed.models.options import EngineOptions, Generation, Sampling
+from seed.models.precision import autocast_context, autocast_dtype
 from seed.models.scoring import HFScorer
+from seed.models.vision import VisionEngine, is_vision_model, vision_inputs
 from seed.models.weights import store_frozen_linears_in
 
 DEFAULT_OPTIONS = EngineOptions()  # frozen: one instance serves every backend built without options
@@ -27,12 +28,19 @@ __all__ = ["EngineOptions", "Generation", "GenerationBackend", "HFBackend", "Sam
 
 @runtime_checkable
 class GenerationBackend(Protocol):
-    """Decoding and no-grad scoring over token ids (nothing is re-tokenized), on weights the trainer can replace."""
+    """Decoding and no-grad scoring over token ids (nothing is re-tokenized), on weights the trainer can replace.
+    `images`: each prompt's images (PIL), one per image placeholder in its ids (`seed.models.vision`)."""
 
-    def generate(self, prompts: list[list[int]], sampling: Sampling, batch_size: int = 64) -> list[Generation]: ...
+    def generate(
+        self, prompts: list[list[int]], sampling: Sampling, batch_size: int = 64, images: list[list] | None = None
+    ) -> list[Generation]: ...
 
     def logprobs(
-        self, prompts: list[list[int]], responses: list[list[int]], token_budget: int = 8192
+        self,
+        prompts: list[list[int]],
+        responses: list[list[int]],
+        token_budget: int = 8192,
+        images: list[list] | None = None,
     ) -> list[list[float]]: ...
 
     def load_weights(self, state_dict: dict[str, torch.Tensor]) -> None: ...
@@ -46,13 +54,18 @@ class TrainableBackend(Protocol):
     model: torch.nn.Module
 
     def forward_logps(
-        self, prompts: list[list[int]], responses: list[list[int]], with_entropy: bool = False
+        self,
+        prompts: list[list[int]],
+        responses: list[list[int]],
+        with_entropy: bool = False,
+        images: list[list] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]: ...
 
 
 class HFBackend:
     """A transformers causal LM in this process: decoding (`HFDecoder`) and scoring (`HFScorer`) on one model,
-    both `GenerationBackend` and `TrainableBackend`."""
+    both `GenerationBackend` and `TrainableBackend`. A vision-language model (given its `image_processor`) decodes
+    and scores through `VisionEngine` instead, with the images of each prompt."""
 
     def __init__(
         self,
@@ -62,8 +75,14 @@ class HFBackend:
         precision: str = "auto",
         seed: int = 0,
         options: EngineOptions = DEFAULT_OPTIONS,
+        image_processor=None,
     ):
         self.model, self.tokenizer, self.options = model, tokenizer, options
+        self.vision = None
+        if is_vision_model(model):
+            if image_processor is None:
+                raise ValueError("a vision-language model needs its image processor (image_processor=...)")
+            self.vision = vision_inputs(model, tokenizer, image_processor)
         self.device = torch.device(device)
         self.model.to(self.device)
         self.amp_dtype = autocast_dtype(self.device, precision)
@@ -75,6 +94,19 @@ class HFBackend:
     def _build_engines(self) -> None:
         self.decoder = HFDecoder(self.model, self.tokenizer, self.device, self.amp_dtype, self.generator, self.options)
         self.scorer = HFScorer(self.model, self.tokenizer, self.device, self.amp_dtype, self.options)
+        self.vision_engine = None
+        if self.vision is not None:
+            self.vision_engine = VisionEngine(
+                self.model, self.tokenizer, self.vision, self.device, self.amp_dtype, self.generator, self.options
+            )
+
+    def _engine_for(self, images: list[list] | None):
+        """The vision engine for a vision-language model; the text engines otherwise, which see no images."""
+        if self.vision_engine is not None:
+            return self.vision_engine
+        if images is not None and any(images):
+            raise ValueError("this model is text-only: prompts with images need a vision-language model")
+        return None
 
     def with_options(self, **changes) -> HFBackend:
         """This backend (the same model, tokenizer and sampling generator) computing with other `EngineOptions`."""
@@ -87,12 +119,24 @@ class HFBackend:
         return autocast_context(self.device, self.amp_dtype)
 
     # GenerationBackend
-    def generate(self, prompts: list[list[int]], sampling: Sampling, batch_size: int = 64) -> list[Generation]:
+    def generate(
+        self, prompts: list[list[int]], sampling: Sampling, batch_size: int = 64, images: list[list] | None = None
+    ) -> list[Generation]:
+        engine = self._engine_for(images)
+        if engine is not None:
+            return engine.generate(prompts, sampling, batch_size, images)
         return self.decoder.generate(prompts, sampling, batch_size)
 
     def logprobs(
-        self, prompts: list[list[int]], responses: list[list[int]], token_budget: int = 8192
+        self,
+        prompts: list[list[int]],
+        responses: list[list[int]],
+        token_budget: int = 8192,
+        images: list[list] | None = None,
     ) -> list[list[float]]:
+        engine = self._engine_for(images)
+        if engine is not None:
+            return engine.logprobs(prompts, responses, token_budget, images)
         return self.scorer.logprobs(prompts, responses, token_budget)
 
     def load_weights(self, state_dict: dict[str, torch.Tensor]) -> None:
@@ -100,8 +144,15 @@ class HFBackend:
 
     # TrainableBackend
     def forward_logps(
-        self, prompts: list[list[int]], responses: list[list[int]], with_entropy: bool = False
+        self,
+        prompts: list[list[int]],
+        responses: list[list[int]],
+        with_entropy: bool = False,
+        images: list[list] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        engine = self._engine_for(images)
+        if engine is not None:
+            return engine.forward_logps(prompts, responses, with_entropy, images)
         return self.scorer.forward_logps(prompts, responses, with_entropy)
 
     def release_generation_copy(self) -> None:

@@ -14,8 +14,8 @@ from transformers.cache_utils import DynamicCache, DynamicLayer
 
 from seed.models.batching import common_prefix_length, distinct_rows, length_buckets
 from seed.models.kv_cache import cache_keyword, cache_of, merge_left_padded, reserve_decode_cache
-from seed.models.load import autocast_context
 from seed.models.options import EngineOptions, Generation, Sampling
+from seed.models.precision import autocast_context
 from seed.models.weights import low_precision_copy
 
 

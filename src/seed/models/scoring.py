@@ -9,8 +9,8 @@ import torch.nn.functional as F
 
 from seed.models.batching import common_prefix_length, distinct_rows, prefix_stages, prompt_sharing_batches
 from seed.models.kv_cache import cache_keyword, cache_of
-from seed.models.load import autocast_context
 from seed.models.options import EngineOptions
+from seed.models.precision import autocast_context
 from seed.models.token_logps import head_token_logps
 
 

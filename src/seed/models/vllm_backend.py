@@ -48,7 +48,9 @@ class VLLMBackend:
             enable_prefix_caching=True,
         )
 
-    def generate(self, prompts: list[list[int]], sampling: Sampling, batch_size: int = 64) -> list[Generation]:
+    def generate(
+        self, prompts: list[list[int]], sampling: Sampling, batch_size: int = 64, images: list[list] | None = None
+    ) -> list[Generation]:
         params = self.vllm.SamplingParams(
             temperature=0.0 if sampling.greedy else sampling.temperature,
             max_tokens=sampling.max_new_tokens,
@@ -56,7 +58,7 @@ class VLLMBackend:
             logprobs=0,
             include_stop_str_in_output=True,
         )
-        outs = self.llm.generate([{"prompt_token_ids": p} for p in prompts], params, use_tqdm=False)
+        outs = self.llm.generate(_inputs(prompts, images), params, use_tqdm=False)
         gens = []
         for out in outs:
             o = out.outputs[0]
@@ -67,16 +69,21 @@ class VLLMBackend:
             )
         return gens
 
-    def logprobs(self, prompts: list[list[int]], responses: list[list[int]], token_budget: int = 8192):
+    def logprobs(
+        self,
+        prompts: list[list[int]],
+        responses: list[list[int]],
+        token_budget: int = 8192,
+        images: list[list] | None = None,
+    ):
         """Per-token log-probs of each response after its prompt (prefix caching shares repeated prompts)."""
         params = self.vllm.SamplingParams(max_tokens=1, prompt_logprobs=0, temperature=1.0)
-        outs = self.llm.generate(
-            [{"prompt_token_ids": p + r} for p, r in zip(prompts, responses)], params, use_tqdm=False
-        )
+        outs = self.llm.generate(_inputs([p + r for p, r in zip(prompts, responses)], images), params, use_tqdm=False)
         result = []
-        for p, r, out in zip(prompts, responses, outs):
+        for r, out in zip(responses, outs):
             table = out.prompt_logprobs  # one dict per position (None for the first)
-            result.append([table[len(p) + k][tok].logprob for k, tok in enumerate(r)])
+            start = len(out.prompt_token_ids) - len(r)  # after vLLM expanded the image placeholders, if any
+            result.append([table[start + k][tok].logprob for k, tok in enumerate(r)])
         return result
 
     def load_weights(self, state_dict: dict) -> None:
@@ -84,3 +91,12 @@ class VLLMBackend:
         items = list(state_dict.items())
         self.llm.apply_model(lambda model: model.load_weights(iter(items)))
         self.llm.reset_prefix_cache()  # cached K/V were computed with the old weights
+
+
+def _inputs(token_lists: list[list[int]], images: list[list] | None) -> list[dict]:
+    """vLLM token prompts; a row with images passes them as `multi_modal_data` (vLLM expands each placeholder)."""
+    images = images if images is not None else [[] for _ in token_lists]
+    return [
+        {"prompt_token_ids": ids, **({"multi_modal_data": {"image": list(row)}} if row else {})}
+        for ids, row in zip(token_lists, images)
+    ]

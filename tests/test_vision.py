@@ -1,0 +1,98 @@
+"""Image observations through the renderer and a tiny random Qwen2.5-VL on the HF backend (CPU)."""
+
+import json
+
+import pytest
+import torch
+
+from seed.agent import render
+from seed.envs import make
+from seed.models import TINY_VL, HFBackend, Sampling, load_image_processor, load_model, load_tokenizer
+from seed.types import Episode, StepSample, StepState
+
+
+@pytest.fixture(scope="module")
+def vl_tokenizer():
+    return load_tokenizer(TINY_VL)
+
+
+@pytest.fixture(scope="module")
+def vl_backend(vl_tokenizer):
+    model = load_model(TINY_VL, vl_tokenizer, seed=0)
+    return HFBackend(model, vl_tokenizer, precision="fp32", seed=0, image_processor=load_image_processor(TINY_VL))
+
+
+def _states(env_name: str, seeds=(0, 1, 2), **kwargs) -> list[StepState]:
+    env = make(env_name, "train", **kwargs)
+    return [StepState.after(env_name, env.reset(s), [], 2, 0) for s in seeds]
+
+
+def test_student_and_teacher_prompts_differ_only_in_text_and_share_the_image_inputs(vl_backend, vl_tokenizer):
+    state = _states("ezpoints", render="rgb")[0]
+    assert len(state.images) == 1
+    student = render(state, vl_tokenizer)
+    teacher = render(state, vl_tokenizer, skill="Put the 2 first, then +, then the 10.")
+    placeholder = vl_backend.vision.placeholder_id
+    assert student.count(placeholder) == teacher.count(placeholder) == 1
+    (s_ids,), s_pixels = vl_backend.vision.batch([student], [state.images])
+    (t_ids,), t_pixels = vl_backend.vision.batch([teacher], [state.images])
+    assert s_ids.count(placeholder) == t_ids.count(placeholder) > 1  # the same expansion of the one frame
+    for key in ("pixel_values", "image_grid_thw"):
+        assert torch.equal(s_pixels[key], t_pixels[key])
+    response = vl_tokenizer.encode("<think>2+10</think><action>2</action>", add_special_tokens=False)
+    both = vl_backend.logprobs([student, teacher], [response, response], images=[state.images, state.images])
+    assert len(both[0]) == len(both[1]) == len(response)  # the same sampled ids, scored under both prompts
+
+
+def test_a_text_state_renders_as_before(vl_tokenizer):
+    text_state = _states("sokoban")[0]
+    assert not text_state.images
+    ids = render(text_state, vl_tokenizer)
+    assert vl_tokenizer.convert_tokens_to_ids("<|image_pad|>") not in ids
+
+
+def test_rollout_logps_are_the_scorers_and_the_image_moves_them(vl_backend, vl_tokenizer):
+    states = _states("sokoban", seeds=(0, 1, 2, 3), render="rgb")
+    prompts, images = [render(s, vl_tokenizer) for s in states], [s.images for s in states]
+    gens = vl_backend.generate(prompts, Sampling(temperature=1.0, max_new_tokens=10, stop=()), images=images)
+    assert all(len(g.ids) == 10 for g in gens)
+    logps, mask, _ = vl_backend.forward_logps(prompts, [g.ids for g in gens], images=images)
+    for row, gen in enumerate(gens):
+        torch.testing.assert_close(logps[row, : len(gen.ids)], torch.tensor(gen.logps), atol=1e-5, rtol=1e-5)
+    other = [states[1].images, states[0].images, states[3].images, states[2].images]  # the same text, other frames
+    swapped, _, _ = vl_backend.forward_logps(prompts, [g.ids for g in gens], images=other)
+    assert not torch.allclose(swapped * mask, logps * mask)
+
+
+def test_the_vision_tower_trains(vl_backend, vl_tokenizer):
+    state = _states("ezpoints", render="rgb")[0]
+    response = vl_tokenizer.encode("<action>2</action>", add_special_tokens=False)
+    vl_backend.model.zero_grad(set_to_none=True)
+    logps, mask, _ = vl_backend.forward_logps([render(state, vl_tokenizer)], [response], images=[state.images])
+    (-(logps * mask).sum()).backward()
+    tower = [p for name, p in vl_backend.model.named_parameters() if "visual" in name]
+    assert tower and any(p.grad is not None and p.grad.abs().sum() > 0 for p in tower)
+    vl_backend.model.zero_grad(set_to_none=True)
+
+
+def test_placeholders_and_images_must_match(vl_backend, vl_tokenizer):
+    state = _states("ezpoints", render="rgb")[0]
+    with pytest.raises(ValueError, match="1 image placeholders for 2 images"):
+        vl_backend.vision.batch([render(state, vl_tokenizer)], [state.images * 2])
+
+
+def test_a_text_model_refuses_images(tokenizer):
+    state = _states("ezpoints", render="rgb")[0]
+    with pytest.raises(ValueError, match="needs a vision-language model"):
+        render(state, tokenizer)  # SmolLM2's chat template has no image parts
+    backend = HFBackend(load_model("tiny-random", tokenizer), tokenizer, precision="fp32", seed=0)
+    with pytest.raises(ValueError, match="text-only"):
+        backend.generate([[1, 2, 3]], Sampling(max_new_tokens=2), images=[state.images])
+
+
+def test_episode_files_name_the_frames_instead_of_holding_them():
+    state = _states("sokoban", render="both")[0]
+    step = StepSample(state, [1, 2], [3], [-0.1], "x", "up", True, 0.0)
+    record = Episode("e0", 0, 0, state.task, "sokoban", steps=[step]).to_json()
+    assert record["steps"][0]["state"]["images"] == ["<image 96x96>"]
+    json.dumps(record)  # serialisable
