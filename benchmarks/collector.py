@@ -27,10 +27,12 @@ class Lockstep:
     def __init__(self, backend):
         self.backend, self.rows = backend, 0
 
-    def generate(self, prompts, sampling, batch_size=64):
+    def generate(self, prompts, sampling, batch_size=64, images=None):
         self.rows = max(self.rows, len(prompts))
-        padded = prompts + [prompts[i % len(prompts)] for i in range(self.rows - len(prompts))]
-        return self.backend.generate(padded, sampling, batch_size=batch_size)[: len(prompts)]
+        extra = [i % len(prompts) for i in range(self.rows - len(prompts))]
+        padded = prompts + [prompts[i] for i in extra]
+        images = None if images is None else images + [images[i] for i in extra]
+        return self.backend.generate(padded, sampling, batch_size=batch_size, images=images)[: len(prompts)]
 
 
 def main() -> None:

@@ -54,7 +54,7 @@ def peak_rss_mb() -> float:
 def analysis_prefill_seconds(analyzer, analysed) -> tuple[float, int]:
     """Seconds to prefill the distinct analysis prompts of the analysed episodes, as the analyzer's own call does
     but with one new token each, and those prompts' tokens."""
-    prompts, _ = distinct_rows([tuple(p) for p in analyzer.prompts(analysed)])
+    prompts, _ = distinct_rows([tuple(ids) for ids, _ in analyzer.requests(analysed)])
     t0 = time.perf_counter()
     analyzer.backend.generate(
         [list(p) for p in prompts], Sampling(greedy=True, max_new_tokens=1, stop=()), batch_size=analyzer.batch_size

@@ -41,6 +41,29 @@ def test_play_shows_the_agent_prompt_and_solves_with_the_expert():
     assert "*** task solved ***" in proc.stdout
 
 
+def test_play_rgb_saves_each_frame_and_draws_it_on_a_terminal():
+    from PIL import Image
+
+    from seed.cli import terminal_image
+
+    env = make("sokoban", split="train")
+    env.reset(1)
+    plan = env.expert_plan()
+    proc = subprocess.run(
+        [sys.executable, "-m", "seed.cli", "play", "sokoban", "--seed", "1", "--render", "rgb"],
+        input="\n".join(plan) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    frames = [line[len("[frame: ") : -1] for line in proc.stdout.splitlines() if line.startswith("[frame: ")]
+    assert len(frames) == len(plan) and "*** task solved ***" in proc.stdout
+    assert Image.open(frames[0]).size == (96, 96) and "The grid is shown in the image" in proc.stdout
+    art = terminal_image(Image.new("RGB", (8, 8), (10, 20, 30)), width=4)
+    assert art.count("\n") == 1 and "\x1b[38;2;10;20;30m" in art  # two rows of four half-block cells
+
+
 def test_eval_command_writes_table(tmp_path, capsys):
     assert main(["eval", "tiny", f"run_dir={tmp_path}", "eval.episodes=2", "eval.splits=[valid_seen]"]) == 0
     result = json.loads((tmp_path / "eval_update_00000.json").read_text())

@@ -12,7 +12,7 @@ class ScriptedBackend:
     def __init__(self, tokenizer, responses):
         self.tokenizer, self.responses, self.prompts = tokenizer, list(responses), []
 
-    def generate(self, prompts, sampling, batch_size=64):
+    def generate(self, prompts, sampling, batch_size=64, images=None):
         self.prompts += prompts
         text = self.responses.pop(0)
         ids = self.tokenizer.encode(text, add_special_tokens=False)

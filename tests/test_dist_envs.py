@@ -72,11 +72,11 @@ class KillWorkerAfter:
     def __init__(self, backend, pool, turns):
         self.backend, self.pool, self.turns, self.calls = backend, pool, turns, 0
 
-    def generate(self, prompts, sampling, batch_size=64):
+    def generate(self, prompts, sampling, batch_size=64, images=None):
         self.calls += 1
         if self.calls == self.turns:
             ray.kill(self.pool.actors[0], no_restart=True)
-        return self.backend.generate(prompts, sampling, batch_size)
+        return self.backend.generate(prompts, sampling, batch_size, images)
 
 
 def test_killing_an_env_worker_mid_rollout_loses_only_its_episodes(local_ray, backend):

@@ -96,3 +96,51 @@ def test_episode_files_name_the_frames_instead_of_holding_them():
     record = Episode("e0", 0, 0, state.task, "sokoban", steps=[step]).to_json()
     assert record["steps"][0]["state"]["images"] == ["<image 96x96>"]
     json.dumps(record)  # serialisable
+
+
+def test_image_marks_place_the_frames_and_a_mismatch_is_refused():
+    from seed.agent.render import user_message
+
+    message = user_message("Step 0: <image> then Step 1: <image>", images=2)
+    kinds = [part["type"] for part in message["content"]]
+    assert kinds == ["text", "image", "text", "image"]
+    assert [p["type"] for p in user_message("no mark", images=1)["content"]] == ["image", "text"]  # frame first
+    assert user_message("plain", images=0) == {"role": "user", "content": "plain"}
+    with pytest.raises(ValueError, match="marks 2 images"):
+        user_message("<image><image>", images=3)
+
+
+def _visual_episode(seed: int, moves: list[str]) -> Episode:
+    env = make("sokoban", "train", render="rgb")
+    obs, steps, history = env.reset(seed), [], []
+    for i, move in enumerate(moves):
+        state = StepState.after("sokoban", obs, history, 2, i)
+        steps.append(StepSample(state, [1], [2], [-0.1], f"<action>{move}</action>", move, True, 0.0))
+        history.append((obs.text, move))
+        obs, _, _, _ = env.step(move)
+    return Episode(f"e{seed}", 0, seed, obs.task, "sokoban", steps=steps)
+
+
+def test_the_visual_analysis_prompt_shows_each_steps_frame(vl_backend, vl_tokenizer):
+    from seed.skills.analyzer import analysis_frames, analysis_prompt
+    from seed.skills.sources import PolicyAnalyzer
+
+    episode = _visual_episode(3, ["up", "left", "down"])
+    text, cut = analysis_prompt(episode)
+    assert cut == 0 and text.count("Observation: <image> ") == 3
+    frames = analysis_frames(episode)
+    assert [f.tobytes() for f in frames] == [s.state.images[0].tobytes() for s in episode.steps]
+    analyzer = PolicyAnalyzer(vl_backend, vl_tokenizer, max_new_tokens=6, batch_size=4)
+    ((ids, sent),) = analyzer.requests([episode])
+    assert ids.count(vl_backend.vision.placeholder_id) == 3 and len(sent) == 3
+    # two episodes with the same text but other frames are analysed apart (sokoban rgb's text is the same)
+    twin = _visual_episode(4, ["up", "left", "down"])
+    assert analyzer.requests([twin])[0][0] == ids
+    seen = []
+    real = vl_backend.generate
+    vl_backend_generate = lambda prompts, sampling, batch_size=64, images=None: (  # noqa: E731
+        seen.append(len(prompts)) or real(prompts, sampling, batch_size, images)
+    )
+    analyzer.backend = type("Spy", (), {"generate": staticmethod(vl_backend_generate)})()
+    results = analyzer.analyse([episode, twin, episode])
+    assert seen == [2] and len(results) == 3 and results[0][0] == results[2][0]

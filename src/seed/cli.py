@@ -8,6 +8,7 @@ import logging
 import os
 import resource
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -234,6 +235,30 @@ def cmd_envs(args) -> None:
         print(f"{name:<12}{desc}")
 
 
+def _show_frames(images: list, folder: Path, step: int) -> None:
+    """Each frame saved as a PNG (its path printed) and, on a terminal, drawn in coloured half-blocks."""
+    for i, image in enumerate(images):
+        path = folder / f"step{step:03d}_{i}.png"
+        image.save(path)
+        print(f"[frame: {path}]")
+        if sys.stdout.isatty():
+            print(terminal_image(image))
+
+
+def terminal_image(image, width: int = 48) -> str:
+    """An RGB image as 24-bit-colour text: each character cell shows two pixel rows (upper half block)."""
+    height = max(2, round(image.height * width / image.width / 2) * 2)
+    pixels = image.convert("RGB").resize((width, height))
+    lines = []
+    for y in range(0, height, 2):
+        cells = []
+        for x in range(width):
+            (r1, g1, b1), (r2, g2, b2) = pixels.getpixel((x, y)), pixels.getpixel((x, y + 1))
+            cells.append(f"\x1b[38;2;{r1};{g1};{b1}m\x1b[48;2;{r2};{g2};{b2}m\u2580")
+        lines.append("".join(cells) + "\x1b[0m")
+    return "\n".join(lines)
+
+
 def cmd_play(args) -> None:
     """A person plays the env and sees exactly the prompt the agent would see."""
     from seed.agent import parse_action, render_text
@@ -252,12 +277,18 @@ def cmd_play(args) -> None:
             raise ConfigError(f"config {args.config!r} sets env.name={cfg.env.name!r}, not {args.env!r}")
         kwargs, k, max_steps = cfg.env.kwargs, cfg.env.history_length, cfg.env.max_steps
         validity = cfg.rollout.validity
+    if args.render:
+        kwargs = {**kwargs, "render": args.render}
     env = make(args.env, split=args.split, **kwargs)
     obs = env.reset(args.seed)
     history: list[tuple[str, str]] = []
+    frames_dir = None
     for step in range(max_steps):
         state = StepState.after(args.env, obs, history, k, step)
         print("=" * 80 + "\n" + render_text(state) + "\n" + "=" * 80)
+        if state.images:
+            frames_dir = frames_dir or Path(tempfile.mkdtemp(prefix="seed-play-"))
+            _show_frames(state.images, frames_dir, step)
         try:
             line = input("your response (an action, or a full <think>..</think><action>..</action>; 'quit'): ")
         except EOFError:
@@ -336,6 +367,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-steps", type=int, default=30)
     p.add_argument("--history", type=int, default=5)
     p.add_argument("--config", default=None, help="take env kwargs, history and max steps from this config")
+    p.add_argument(
+        "--render", choices=["text", "rgb", "both"], default=None, help="observations as text, frames or both"
+    )
     p.set_defaults(fn=cmd_play)
     args = parser.parse_args(argv)
     logging.basicConfig(level=os.environ.get("SEED_LOG", "WARNING"), format="%(levelname)s %(name)s: %(message)s")

@@ -33,7 +33,7 @@ def _positive(default: Any, doc: str = "", minimum: float = 1, maximum: float | 
 
 @dataclass
 class ModelConfig:
-    name: str = "smollm2-135m-instruct"  # bundled SmolLM2, "tiny-random", or any HF path / hub id
+    name: str = "smollm2-135m-instruct"  # bundled SmolLM2, "tiny-random(-vl)", or any HF path / hub id
     device: str = _choice("cpu", "cpu", "cuda")
     precision: str = _choice("auto", "auto", "bf16", "fp32", doc="auto = bf16 autocast where the hardware has it")
     lora: dict | None = None  # e.g. {r: 16, lora_alpha: 32, target_modules: [q_proj, v_proj]}
@@ -580,13 +580,13 @@ _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 
 def _check_model(m: ModelConfig) -> None:
-    from seed.models.load import SMOLLM2, TINY
+    from seed.models.load import SMOLLM2, TINY, TINY_VL
 
     name = m.name
-    if name not in (SMOLLM2, TINY) and not Path(name).expanduser().is_dir():
+    if name not in (SMOLLM2, TINY, TINY_VL) and not Path(name).expanduser().is_dir():
         if not _HUB_ID.match(name) or name.startswith((".", "~")):
             raise ConfigError(
-                f"config key 'model.name' = {name!r} is neither a shipped model ({SMOLLM2}, {TINY}), "
+                f"config key 'model.name' = {name!r} is neither a shipped model ({SMOLLM2}, {TINY}, {TINY_VL}), "
                 f"an existing folder, nor a hub id (org/name)"
             )
     if m.lora:

@@ -1,7 +1,16 @@
 """Prompting and action parsing: the only place a prompt is built."""
 
 from seed.agent.parse import ParsedAction, action_token_mask, parse_action
-from seed.agent.render import left_truncate, prompt_ids, render, render_messages, render_text, situation, skill_block
+from seed.agent.render import (
+    left_truncate,
+    prompt_ids,
+    prompt_images,
+    render,
+    render_messages,
+    render_text,
+    situation,
+    skill_block,
+)
 
 __all__ = [
     "ParsedAction",
@@ -9,6 +18,7 @@ __all__ = [
     "parse_action",
     "left_truncate",
     "prompt_ids",
+    "prompt_images",
     "render",
     "render_messages",
     "render_text",

@@ -54,11 +54,27 @@ def render_text(state: StepState, skill: str | None = None) -> str:
     return "\n".join(lines)
 
 
+IMAGE_MARK = "<image>"  # where a text shows a frame (the official visual prompts' placeholder)
+
+
 def user_message(user_text: str, images: int = 0) -> dict:
-    """One user turn: plain text, or `images` image parts followed by the text (the processors' chat format)."""
+    """One user turn in the processors' chat format: plain text; or, with `images`, an image part at each
+    `IMAGE_MARK` of the text (the analysis prompt's frames, one per step), or all of them before the text where
+    it has no mark (a step prompt's current frame)."""
     if not images:
         return {"role": "user", "content": user_text}
-    return {"role": "user", "content": [{"type": "image"}] * images + [{"type": "text", "text": user_text}]}
+    pieces = user_text.split(IMAGE_MARK)
+    if len(pieces) == 1:
+        return {"role": "user", "content": [{"type": "image"}] * images + [{"type": "text", "text": user_text}]}
+    if len(pieces) - 1 != images:
+        raise ValueError(f"a prompt marks {len(pieces) - 1} images with {IMAGE_MARK!r} but has {images}")
+    content: list[dict] = []
+    for k, piece in enumerate(pieces):
+        if piece:
+            content.append({"type": "text", "text": piece})
+        if k < images:
+            content.append({"type": "image"})
+    return {"role": "user", "content": content}
 
 
 def render_messages(state: StepState, skill: str | None = None) -> list[dict]:
@@ -85,6 +101,11 @@ def prompt_ids(tokenizer, user_text: str, images: int = 0) -> list[int]:
             "image observations needs a vision-language model"
         ) from exc
     return list(ids if isinstance(ids, list) else ids["input_ids"])  # newer transformers return a BatchEncoding
+
+
+def prompt_images(states: list[StepState]) -> list[list] | None:
+    """Each state's frames for a backend call, or None where no state has any (a text env)."""
+    return [list(st.images) for st in states] if any(st.images for st in states) else None
 
 
 def left_truncate(ids: list[int], limit: int | None) -> list[int]:

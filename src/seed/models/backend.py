@@ -78,6 +78,7 @@ class HFBackend:
         image_processor=None,
     ):
         self.model, self.tokenizer, self.options = model, tokenizer, options
+        self.precision, self.seed, self.image_processor = precision, seed, image_processor
         self.vision = None
         if is_vision_model(model):
             if image_processor is None:
@@ -107,6 +108,19 @@ class HFBackend:
         if images is not None and any(images):
             raise ValueError("this model is text-only: prompts with images need a vision-language model")
         return None
+
+    def on(self, model) -> HFBackend:
+        """A backend like this one (tokenizer, device, precision, image processor, a fresh sampling generator from
+        the same seed; the default engine options, which a trainer's sharded model may have changed) on another
+        model: a frozen copy for the KL reference, a teacher or a replica."""
+        return HFBackend(
+            model,
+            self.tokenizer,
+            device=str(self.device),
+            precision=self.precision,
+            seed=self.seed,
+            image_processor=self.image_processor,
+        )
 
     def with_options(self, **changes) -> HFBackend:
         """This backend (the same model, tokenizer and sampling generator) computing with other `EngineOptions`."""

@@ -10,7 +10,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from seed.agent import left_truncate, parse_action, render
+from seed.agent import left_truncate, parse_action, prompt_images, render
 from seed.dist.env_pool import EnvFault, LocalEnvPool
 from seed.envs.base import Env, Obs
 from seed.models.backend import Sampling
@@ -84,7 +84,7 @@ class Collector:
             states = [r.state(s.history_length) for r in live]
             full = [render(st, self.tokenizer) for st in states]
             prompts = [left_truncate(ids, s.max_prompt_tokens) for ids in full]
-            gens = backend.generate(prompts, sampling, batch_size=s.generation_batch_size)
+            gens = backend.generate(prompts, sampling, batch_size=s.generation_batch_size, images=prompt_images(states))
             parsed = [parse_action(gen.text, st.admissible, s.validity) for gen, st in zip(gens, states)]
             results = self.pool.step([(r.slot, self._sent(p)) for r, p in zip(live, parsed)])
             for r, st, ids, prompt, gen, p, result in zip(live, states, full, prompts, gens, parsed, results):

@@ -3,6 +3,10 @@
 The same prompt serves the warm-up labels (an external teacher or the oracle), the analyzer SFT, and the policy
 analysing its own episodes during RL. With `step_skills=K > 0` (OPID style, off by default) the JSON also carries
 up to K one-sentence skills keyed by step number, for the critical steps only.
+
+An episode with image observations is analysed with its frames (the official visual analysis prompt): each step's
+observation shows an image placeholder, the frames go along in order (`analysis_frames`), and the env's text for
+the step follows the placeholder (the official prompt drops it; EZPoints' formula is only in the text).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from seed.agent.render import IMAGE_MARK
 from seed.types import Episode
 
 MIN_SKILL_WORDS = 1  # the official RL path keeps any non-empty skill (`distill.min_skill_words`)
@@ -26,10 +31,16 @@ _SKILL_WORDING = {
 
 
 def _step_text(i: int, step) -> str:
+    frames = IMAGE_MARK * len(step.state.images)
     return (
-        f"Step {i}\nObservation: {step.state.observation}\nResponse: {step.response_text}\n"
-        f"Action valid: {'true' if step.valid else 'false'}\n"
+        f"Step {i}\nObservation: {frames + ' ' if frames else ''}{step.state.observation}\n"
+        f"Response: {step.response_text}\nAction valid: {'true' if step.valid else 'false'}\n"
     )
+
+
+def analysis_frames(episode: Episode, cut: int = 0) -> list:
+    """The frames an analysis prompt shows, in the order of its placeholders (the steps after the `cut` left out)."""
+    return [image for step in episode.steps[cut:] for image in step.state.images]
 
 
 def analysis_prompt(

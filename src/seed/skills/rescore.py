@@ -7,7 +7,7 @@ response ids are reused as they were sampled.
 
 from __future__ import annotations
 
-from seed.agent import left_truncate, render
+from seed.agent import left_truncate, prompt_images, render
 from seed.skills.analyzer import step_skill_text
 from seed.types import StepSample
 
@@ -45,7 +45,8 @@ def rescore(
 ) -> list[list[float] | None]:
     """Per sample: teacher log-probs of its response tokens, or None when its episode has no skill."""
     idx, prompts, responses = teacher_pairs(tokenizer, samples, skills, step_skills, max_prompt_tokens)
-    scored = teacher_backend.logprobs(prompts, responses, token_budget) if idx else []
+    images = prompt_images([samples[i].state for i in idx])
+    scored = teacher_backend.logprobs(prompts, responses, token_budget, images) if idx else []
     out: list[list[float] | None] = [None] * len(samples)
     for i, lp in zip(idx, scored):
         assert len(lp) == len(samples[i].response_ids), "teacher scored a different response"

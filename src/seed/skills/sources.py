@@ -12,6 +12,7 @@ sibling     no analysis; the teacher context is another successful episode of th
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable
 from typing import Protocol
@@ -19,7 +20,7 @@ from typing import Protocol
 from seed.agent import prompt_ids, situation
 from seed.models.backend import Sampling
 from seed.models.batching import distinct_rows
-from seed.skills.analyzer import MIN_SKILL_WORDS, Analysis, analysis_prompt, parse_analysis
+from seed.skills.analyzer import MIN_SKILL_WORDS, Analysis, analysis_frames, analysis_prompt, parse_analysis
 from seed.skills.library import read_skill_library
 from seed.skills.teachers import Teacher, expert_route, rules
 from seed.types import Episode
@@ -52,8 +53,9 @@ class PolicyAnalyzer:
         self.batch_size, self.max_prompt_tokens, self.min_skill_words = batch_size, max_prompt_tokens, min_skill_words
         self.steps_cut = 0  # trajectory steps left out of the last call's prompts to fit max_prompt_tokens
 
-    def prompts(self, episodes: list[Episode]) -> list[list[int]]:
-        """Each episode's analysis request as chat token ids, ending with the assistant turn's opening."""
+    def requests(self, episodes: list[Episode]) -> list[tuple[list[int], list]]:
+        """Each episode's analysis request as chat token ids (ending with the assistant turn's opening) and the
+        frames its placeholders show (none for a text env)."""
 
         def count(text: str) -> int:
             return len(self.tokenizer.encode(text, add_special_tokens=False))
@@ -62,18 +64,32 @@ class PolicyAnalyzer:
         for e in episodes:
             text, cut = analysis_prompt(e, self.step_skills, self.max_prompt_tokens, count, self.skill_first)
             self.steps_cut += cut
-            out.append(prompt_ids(self.tokenizer, text))
+            frames = analysis_frames(e, cut)
+            out.append((prompt_ids(self.tokenizer, text, len(frames)), frames))
         return out
 
     def analyse(self, episodes: list[Episode]) -> list[tuple[str, Analysis]]:
-        """One analysis per episode. Episodes with the same analysis prompt (a group's rollouts that went the
+        """One analysis per episode. Episodes with the same analysis request (a group's rollouts that went the
         same way) are decoded once; decoding is greedy, so each would get the same text."""
-        keys, of_episode = distinct_rows([tuple(p) for p in self.prompts(episodes)])
-        gens = self.backend.generate([list(p) for p in keys], self.sampling, batch_size=self.batch_size)
+        requests = self.requests(episodes)
+        keys, of_episode = distinct_rows([(tuple(ids), frames_key(frames)) for ids, frames in requests])
+        first = {k: i for i, k in reversed(list(enumerate(of_episode)))}  # each distinct request's first episode
+        distinct = [requests[first[k]] for k in range(len(keys))]
+        gens = self.backend.generate(
+            [ids for ids, _ in distinct],
+            self.sampling,
+            batch_size=self.batch_size,
+            images=[frames for _, frames in distinct] if any(frames for _, frames in distinct) else None,
+        )
         return [
             (gens[k].text, parse_analysis(gens[k].text, self.min_skill_words, self.step_skills, len(e.steps)))
             for k, e in zip(of_episode, episodes)
         ]
+
+
+def frames_key(frames: list) -> tuple[str, ...]:
+    """What tells two requests' frames apart: a digest of each frame's pixels (their texts can be equal)."""
+    return tuple(hashlib.sha1(f.tobytes()).hexdigest() for f in frames)
 
 
 class TeacherAnalyzer:

@@ -13,7 +13,7 @@ import torch
 from seed.config import Config
 from seed.dist.env_pool import make_env_pool
 from seed.envs import make
-from seed.models import HFBackend, Sampling, load_model, load_tokenizer
+from seed.models import HFBackend, Sampling, load_image_processor, load_model, load_tokenizer
 from seed.models.backend import GenerationBackend
 from seed.models.checkpointing import enable_activation_checkpointing
 from seed.models.weights import allocate_weights, free_weights, frozen_copy
@@ -42,12 +42,10 @@ class Components:
         """The KL reference backend on a frozen copy of the policy's current weights (the caller loads the start
         point into it when that differs)."""
         if self.reference is None:
-            cfg, policy = self.cfg, self.policy
+            policy = self.policy
             dtype = policy.amp_dtype if policy.amp_dtype is not None and policy.device.type == "cpu" else None
             model = frozen_copy(policy.model, dtype)  # bf16-resident for scoring only: no per-pass casts
-            self.reference = HFBackend(
-                model, self.tokenizer, device=cfg.model.device, precision=cfg.model.precision, seed=cfg.seed
-            )
+            self.reference = policy.on(model)
         return self.reference
 
     @property
@@ -153,7 +151,14 @@ def build_components(cfg: Config, with_reference: bool = True) -> Components:
     seed_everything(cfg.seed)
     tok = load_tokenizer(cfg.model.name)
     model = load_model(cfg.model.name, tok, lora=cfg.model.lora, seed=cfg.seed)
-    policy = HFBackend(model, tok, device=cfg.model.device, precision=cfg.model.precision, seed=cfg.seed)
+    policy = HFBackend(
+        model,
+        tok,
+        device=cfg.model.device,
+        precision=cfg.model.precision,
+        seed=cfg.seed,
+        image_processor=load_image_processor(cfg.model.name),
+    )
     components = Components(cfg, tok, policy, None, wants_reference=with_reference and cfg.algo.kl_coef > 0)
     if components.wants_reference and not (cfg.warmup.enabled or cfg.sft.enabled):
         components.build_reference()  # the model as loaded is the start point; start stages would change it

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from seed.models.backend import HFBackend
 from seed.models.weights import frozen_copy
 from seed.skills.rescore import rescore
 from seed.skills.sources import LibraryAnalyzer, PolicyAnalyzer, PrivilegedAnalyzer, SiblingAnalyzer, TeacherAnalyzer
@@ -71,9 +70,7 @@ class DistillStage:
             return c.scoring_backend()
         if d.teacher_weights == "base" and c.reference is not None:  # the frozen start model, shared with KL
             return c.reference
-        return HFBackend(
-            frozen_copy(c.policy.model), c.tokenizer, device=c.cfg.model.device, precision=c.cfg.model.precision
-        )
+        return c.policy.on(frozen_copy(c.policy.model))
 
     def run(self, update: int, episodes: list[Episode], samples: list[StepSample]) -> dict:
         """Skills for the finished episodes, then each skilled step's teacher log-probs onto its sample

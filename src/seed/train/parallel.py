@@ -21,7 +21,6 @@ from seed.dist.fsdp import (
     shard_policy,
 )
 from seed.errors import NonFiniteError
-from seed.models import HFBackend
 from seed.models.load import trainable_parameters
 from seed.models.weights import frozen_copy
 from seed.train.checkpoint import prune_checkpoints, save_checkpoint
@@ -98,13 +97,7 @@ class FSDPRanks:
             model.load_state_dict(state["model"])
         self.names = list(trainable_parameters(model))
         if self.is_main:  # generation workers, where configured, serve the replica's weights (rollout_backend)
-            components.replica = HFBackend(
-                frozen_copy(model),
-                components.tokenizer,
-                device=cfg.model.device,
-                precision=cfg.model.precision,
-                seed=cfg.seed,
-            )
+            components.replica = components.policy.on(frozen_copy(model))
         components.policy = shard_policy(components.policy)
         optimizer = make_optimizer(model, cfg)
         if state is not None:

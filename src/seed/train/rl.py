@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from seed.agent import action_token_mask
+from seed.agent import action_token_mask, prompt_images
 from seed.algos import (
     ADVANTAGES,
     AdvantageParams,
@@ -184,14 +184,15 @@ def policy_update(
     cfg, policy, a = components.cfg, components.policy, components.cfg.algo
     samples = batch.samples
     prompts, responses = [s.prompt_ids for s in samples], [s.response_ids for s in samples]
+    images = prompt_images([s.state for s in samples])
     plan = mini_batch_plan(
         len(samples), a.mini_batch_size, a.pad_mini_batches, random.Random(cfg.seed * 1_000_003 + update)
     )
     t0 = time.perf_counter()
     reference = components.scoring_reference()
     scores = _Scores(
-        ref=reference.logprobs(prompts, responses, a.token_budget) if reference else None,
-        old=policy.logprobs(prompts, responses, a.token_budget)
+        ref=reference.logprobs(prompts, responses, a.token_budget, images) if reference else None,
+        old=policy.logprobs(prompts, responses, a.token_budget, images)
         if len(plan) > 1 or cfg.distill.kind == "positive"
         else None,
     )
@@ -309,7 +310,10 @@ def _token_tensors(
     """One micro-batch's per-token tensors: the student forward (with grad) and the stored scores, padded alike."""
     samples = [batch.samples[i] for i in idx]
     logp, mask, entropy = policy.forward_logps(
-        [s.prompt_ids for s in samples], [s.response_ids for s in samples], with_entropy=with_entropy
+        [s.prompt_ids for s in samples],
+        [s.response_ids for s in samples],
+        with_entropy=with_entropy,
+        images=prompt_images([s.state for s in samples]),
     )
     teacher, skill_mask = None, None
     if distilling:

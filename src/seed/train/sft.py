@@ -25,6 +25,7 @@ class Demonstration(NamedTuple):
     prompt: list[int]
     response: list[int]
     key_span: tuple[int, int]  # [start, end) of the tokens that decide the answer in `response`
+    images: tuple = ()  # the prompt's frames, one per image placeholder
 
 
 class SFTTerm(NamedTuple):
@@ -54,7 +55,12 @@ def sft_backward(policy: TrainableBackend, terms: list[SFTTerm], token_budget: i
     totals = [max(1.0, sum(weighted_tokens(d, term.key_weight) for d in term.demonstrations)) for term in terms]
     value = 0.0
     for micro in token_budget_batches([len(d.prompt) + len(d.response) for d in demos], token_budget):
-        logp, mask, _ = policy.forward_logps([demos[j].prompt for j in micro], [demos[j].response for j in micro])
+        images = [list(demos[j].images) for j in micro]
+        logp, mask, _ = policy.forward_logps(
+            [demos[j].prompt for j in micro],
+            [demos[j].response for j in micro],
+            images=images if any(images) else None,
+        )
         key_weights = [terms[term_of[j]].key_weight for j in micro]
         weights = token_weights(mask, [demos[j].key_span for j in micro], key_weights)
         per_row_nll = -(logp * weights).sum(-1)

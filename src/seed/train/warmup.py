@@ -112,7 +112,7 @@ def _demonstration(
         expert = env.expert_plan() if rng.random() < expert_share else []
         action = expert[0] if expert else rng.choice(state.admissible)
         think = situation(obs.text) if thought == "observation" else rng.choice(THOUGHTS)
-        pairs.append(answer(tok, think, action)._replace(prompt=render(state, tok)))
+        pairs.append(answer(tok, think, action)._replace(prompt=render(state, tok), images=tuple(state.images)))
         history.append((obs.text, action))
         obs, _, done, _ = checked_result("step", env.step(action))
         if done:
@@ -149,7 +149,8 @@ def _skill_demonstration(
     pairs = []
     for step, (state, action) in enumerate(zip(states, moves)):
         think = situation(state.observation) if thought == "observation" else THOUGHTS[step % len(THOUGHTS)]
-        pairs.append(answer(tok, think, action)._replace(prompt=render(state, tok, skill=skill)))
+        prompt = render(state, tok, skill=skill)
+        pairs.append(answer(tok, think, action)._replace(prompt=prompt, images=tuple(state.images)))
     return pairs
 
 
