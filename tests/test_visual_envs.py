@@ -55,6 +55,7 @@ def test_ezpoints_flags_tokens_that_cannot_follow_and_leaves_the_formula_alone()
     env.step(str(b))
     _, reward, done, info = env.step("=")
     assert done and not info["won"] and reward == 0.0
+    assert env.expert_plan() == [] and not env.step("=")[3]["valid"]  # evaluated: nothing more to append
 
 
 def test_evaluate_needs_both_card_numbers_once():
@@ -99,3 +100,41 @@ def test_sokoban_frames_show_the_room_and_text_mode_is_unchanged():
     move = rgb_env.expert_plan()[0]
     after, _, _, _ = rgb_env.step(move)
     assert after.images[0].tobytes() != before  # the frame follows the moves
+
+
+def _episode(env_name: str, seed: int, moves: list[str], **kwargs):
+    from seed.types import Episode, StepSample, StepState
+
+    env = make(env_name, "train", **kwargs)
+    obs, steps, history = env.reset(seed), [], []
+    for i, move in enumerate(moves):
+        state = StepState.after(env_name, obs, history, 2, i)
+        steps.append(StepSample(state, [1], [2], [-0.1], f"<action>{move}</action>", move, True, 0.0))
+        history.append((obs.text, move))
+        obs, _, done, _ = env.step(move)
+        if done:
+            break
+    return Episode(f"{env_name}-{seed}", 0, seed, obs.task, env_name, steps=steps, won=obs.won)
+
+
+@pytest.mark.parametrize("env_name", ["sokoban", "ezpoints"])
+def test_the_oracle_labels_visual_episodes_in_words(env_name):
+    import functools
+    import json
+
+    from seed.skills.teachers import OracleTeacher
+
+    oracle = OracleTeacher(functools.partial(make, env_name, split="train", render="text"))
+    expert = make(env_name, "train")
+    expert.reset(5)
+    moves = expert.expert_plan()
+    won = _episode(env_name, 5, moves, render="rgb")
+    assert won.won
+    skill = json.loads(oracle.label(won))["episode_skill"]
+    assert skill.startswith("What works:") and "shown in the image" not in skill
+    words = _episode(env_name, 5, moves, render="text")
+    assert json.loads(oracle.label(words))["episode_skill"] == skill  # frames or words: the same rules
+    wrong = "left" if env_name == "sokoban" else "*"  # ezpoints: "*" again where a number must follow, never "="
+    lost = _episode(env_name, 5, [moves[0], wrong, wrong, wrong], render="rgb")
+    assert not lost.won
+    assert json.loads(oracle.label(lost))["episode_skill"].startswith("Warning:")

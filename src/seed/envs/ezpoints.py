@@ -140,6 +140,7 @@ class EZPointsEnv:
         self.split, self.render = split, render
         self.cards: tuple[tuple[str, str], tuple[str, str]] | None = None
         self.formula: list[str] = []
+        self.ended = False  # "=" was appended: the formula was evaluated
 
     @property
     def numbers(self) -> tuple[int, int]:
@@ -155,7 +156,7 @@ class EZPointsEnv:
             else "The two cards are shown in the image. "
         )
         return Obs(
-            text=in_words + shown + " Append the next token.",
+            text=f"{in_words.rstrip()}\n{shown} Append the next token.",  # the last line says where the formula is
             task=f"build a formula that evaluates to {TARGET} using each of the two card numbers once",
             admissible=list(TOKENS),  # the whole vocabulary: which numbers fit is what the cards say
             won=won,
@@ -164,19 +165,20 @@ class EZPointsEnv:
         )
 
     def reset(self, seed: int) -> Obs:
-        self.cards, self.formula = deal(self.split, seed), []
+        self.cards, self.formula, self.ended = deal(self.split, seed), [], False
         return self._obs()
 
     def step(self, action: str) -> tuple[Obs, float, bool, dict]:
         if self.cards is None:
             raise RuntimeError("call reset() before step()")
         token = action.strip()
-        valid = token in appendable(self.formula, self.numbers)
+        valid = not self.ended and token in appendable(self.formula, self.numbers)
         if not valid:
             return self._obs(), 0.0, False, {"valid": False, "won": False}
         if token != "=":
             self.formula.append(token)
             return self._obs(), 0.0, False, {"valid": True, "won": False}
+        self.ended = True
         won = evaluate(self.formula, self.numbers)
         return self._obs(won), float(won), True, {"valid": True, "won": won}
 
@@ -184,6 +186,8 @@ class EZPointsEnv:
         """The rest of the winning formula from here; [] once the formula can no longer win."""
         if self.cards is None:
             raise RuntimeError("call reset() before expert_plan()")
+        if self.ended:
+            return []
         for order in (self.numbers, self.numbers[::-1]):
             full = solution(order)
             if full[: len(self.formula)] == self.formula:

@@ -39,6 +39,7 @@ class Mistakes:
     expert_plan: list[str]  # the full plan from the initial state
     progress: list[tuple[str, str]] = field(default_factory=list)  # (situation, move) of each move that brought
     # the goal one step closer: a move of some shortest route, taken by the agent itself
+    situations: list[str] = field(default_factory=list)  # the situation before each step, in words
 
     @property
     def first_deviation(self) -> tuple[int, str, str] | None:
@@ -46,20 +47,24 @@ class Mistakes:
 
 
 def find_mistakes(env: Env, episode: Episode) -> Mistakes:
-    """Replay `episode` on `env` (reset to its task seed) and compare every step with the expert."""
-    env.reset(episode.task_seed)
+    """Replay `episode` on `env` (reset to its task seed) and compare every step with the expert.
+
+    A step's situation is read off the episode's own observation; where the episode saw frames (a visual env), off
+    the replay's observation, which the oracle's env (a text copy of the same env) writes in words."""
+    obs = env.reset(episode.task_seed)
     plan0 = before = env.expert_plan()
-    deviations, invalid, progress = [], [], []
+    deviations, invalid, progress, situations = [], [], [], []
     for i, step in enumerate(episode.steps):
+        situations.append(situation(obs.text if step.state.images else step.state.observation))
         if not step.valid:
             invalid.append(i)
             continue
-        env.step(step.action)
+        obs = env.step(step.action)[0]
         after = env.expert_plan()  # one search per step: this state's plan is the next step's `before`
         if before and len(after) >= len(before):
             deviations.append((i, step.action, before[0]))
         elif before:
-            progress.append((situation(step.state.observation), step.action))
+            progress.append((situations[i], step.action))
         before = after
     actions = [s.action for s in episode.steps if s.valid]
     loop = None
@@ -70,7 +75,7 @@ def find_mistakes(env: Env, episode: Episode) -> Mistakes:
     if episode.won and not progress:  # an expert whose plan length says nothing about progress: its own route
         plan, situations = expert_route(env, episode.task_seed, MAX_WORKFLOW_MOVES)
         progress = list(zip(situations, plan))
-    return Mistakes(deviations, invalid, loop, plan0, first_per_situation(progress))
+    return Mistakes(deviations, invalid, loop, plan0, first_per_situation(progress), situations)
 
 
 def expert_route(env: Env, task_seed: int, limit: int | None = None) -> tuple[list[str], list[str]]:
@@ -148,10 +153,7 @@ def oracle_skill(episode: Episode, mistakes: Mistakes) -> tuple[str, str]:
         parts.append(
             corrections(
                 first_per_situation(
-                    [
-                        (situation(episode.steps[i].state.observation), took, wanted)
-                        for i, took, wanted in mistakes.deviations
-                    ]
+                    [(mistakes.situations[i], took, wanted) for i, took, wanted in mistakes.deviations]
                 )[:MAX_CORRECTIONS]
             )
         )

@@ -26,7 +26,7 @@ from seed.errors import RunError
 from seed.models.backend import Sampling
 from seed.models.batching import token_budget_batches
 from seed.models.load import trainable_parameters
-from seed.skills.analyzer import analysis_prompt, parse_analysis
+from seed.skills.analyzer import analysis_frames, analysis_prompt, parse_analysis
 from seed.skills.teachers import Teacher
 from seed.storage import read_jsonl
 from seed.train.optim import adamw, warmup_cosine
@@ -86,7 +86,7 @@ def make_teacher(components: Components) -> Teacher:
     if cfg.teacher == "oracle":
         from seed.skills.teachers import OracleTeacher
 
-        return OracleTeacher(components.env_factory("train"), components.cfg.distill.step_skills)
+        return OracleTeacher(components.oracle_env_factory("train"), components.cfg.distill.step_skills)
     from seed.skills.openai_teacher import OpenAITeacher, resolve_api_key
 
     o = cfg.openai
@@ -141,9 +141,10 @@ def label_stage(components: Components, progress: Callable[[int], None] | None =
                 if raw is None:
                     continue
                 analysis = parse_analysis(raw, LABEL_MIN_SKILL_WORDS, cfg.distill.step_skills, len(e.steps))
-                prompt, _ = analysis_prompt(
+                prompt, cut = analysis_prompt(
                     e, cfg.distill.step_skills, cfg.distill.analyzer_max_prompt_tokens, count, cfg.distill.skill_first
                 )
+                frames = save_frames(analysis_frames(e, cut), out.parent / LABEL_FRAMES / e.episode_id)
                 f.write(
                     json.dumps(
                         {
@@ -155,6 +156,7 @@ def label_stage(components: Components, progress: Callable[[int], None] | None =
                             "raw": raw,
                             "response": sft_target(analysis, cfg.distill.skill_first) if analysis.skill else raw,
                             "parsed": analysis.skill is not None,
+                            **({"frames": frames} if frames else {}),
                         }
                     )
                     + "\n"
@@ -173,6 +175,30 @@ def label_stage(components: Components, progress: Callable[[int], None] | None =
     if failed:
         log.warning("labelling: %d of %d episodes failed and were skipped", failed, tried)
     return out
+
+
+LABEL_FRAMES = "label_frames"  # beside labels.jsonl: the frames of visual episodes' analysis prompts, as PNGs
+
+
+def save_frames(frames: list, folder: Path) -> list[str]:
+    """The frames as PNG files in `folder`; their paths relative to the run directory (labels.jsonl's folder)."""
+    if not frames:
+        return []
+    folder.mkdir(parents=True, exist_ok=True)
+    for k, frame in enumerate(frames):
+        frame.save(folder / f"{k:03d}.png")
+    return [f"{LABEL_FRAMES}/{folder.name}/{k:03d}.png" for k in range(len(frames))]
+
+
+def load_frames(run_dir: Path, row: dict) -> tuple:
+    """A label row's frames (none for a text env)."""
+    from PIL import Image
+
+    frames = []
+    for rel in row.get("frames", []):
+        with Image.open(run_dir / rel) as image:
+            frames.append(image.convert("RGB"))
+    return tuple(frames)
 
 
 def _is_holdout(episode_id: str, share: float) -> bool:
@@ -197,6 +223,11 @@ def _id_hash(episode_id: str) -> int:
     return int(hashlib.sha256(episode_id.encode()).hexdigest()[:8], 16)
 
 
+def _images(demos: list[Demonstration], rows) -> list[list] | None:
+    images = [list(demos[j].images) for j in rows]
+    return images if any(images) else None
+
+
 def format_replay(components: Components) -> list[Demonstration]:
     """The format warm-up's demonstrations (the same ones: same seed and settings), to replay during analyzer SFT."""
     return warmup_demonstrations(components)
@@ -206,15 +237,18 @@ def sft_stage(components: Components, labels: Path, progress_factory: Callable[.
     """Analyzer SFT on the labels that parsed; returns held-out loss, parse rate and skill presence."""
     cfg, policy, tok = components.cfg, components.policy, components.tokenizer
     s = cfg.sft
+    labels_path = Path(labels)
     rows = read_jsonl(labels)
     rows = [
         r for r in rows if r.get("parsed") and isinstance(r.get("prompt"), str) and isinstance(r.get("response"), str)
     ]
     if not rows:
         raise ValueError(f"{labels}: no label parsed; nothing to train the analyzer on")
-    labels = [
-        Demonstration(prompt_ids(tok, r["prompt"]), *target_ids(tok, r["response"], s.skill_weight != 1)) for r in rows
-    ]
+    labels = []
+    for r in rows:
+        frames = load_frames(labels_path.parent, r)
+        ids, span = target_ids(tok, r["response"], s.skill_weight != 1)
+        labels.append(Demonstration(prompt_ids(tok, r["prompt"], len(frames)), ids, span, frames))
     held_out = [_is_holdout(r["episode_id"], s.holdout) for r in rows]
     kept = balanced(rows, s.failures_per_success)
     train_rows = [(d, r) for d, r, h in zip(labels, rows, held_out) if not h and r["episode_id"] in kept]
@@ -249,11 +283,16 @@ def sft_stage(components: Components, labels: Path, progress_factory: Callable[.
     with torch.no_grad():
         total, count = 0.0, 0
         for micro in token_budget_batches([len(d.prompt) + len(d.response) for d in held], budget):
-            logp, mask, _ = policy.forward_logps([held[j].prompt for j in micro], [held[j].response for j in micro])
+            logp, mask, _ = policy.forward_logps(
+                [held[j].prompt for j in micro], [held[j].response for j in micro], images=_images(held, micro)
+            )
             total += -(logp * mask).sum().item()
             count += int(mask.sum().item())
+    shown = held[: s.eval_generations]
     gens = policy.generate(
-        [d.prompt for d in held[: s.eval_generations]], Sampling(greedy=True, max_new_tokens=s.max_new_tokens, stop=())
+        [d.prompt for d in shown],
+        Sampling(greedy=True, max_new_tokens=s.max_new_tokens, stop=()),
+        images=_images(shown, range(len(shown))),
     )
     parsed = [parse_analysis(g.text) for g in gens]
     return {

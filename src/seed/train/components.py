@@ -13,6 +13,7 @@ import torch
 from seed.config import Config
 from seed.dist.env_pool import make_env_pool
 from seed.envs import make
+from seed.envs.base import argument_choices
 from seed.models import HFBackend, Sampling, load_image_processor, load_model, load_tokenizer
 from seed.models.backend import GenerationBackend
 from seed.models.checkpointing import enable_activation_checkpointing
@@ -89,6 +90,15 @@ class Components:
         """A picklable zero-argument constructor of this run's env on `split`."""
         env = self.cfg.env
         return functools.partial(make, env.name, split=split, **env.kwargs)
+
+    def oracle_env_factory(self, split: str):
+        """The env the oracle teacher replays episodes on: this run's, writing its observations in words where it
+        can show frames instead (`render`), since the oracle's rules name situations in words."""
+        env = self.cfg.env
+        kwargs = dict(env.kwargs)
+        if "render" in argument_choices(env.name):
+            kwargs["render"] = "text"
+        return functools.partial(make, env.name, split=split, **kwargs)
 
     def collector(self, split: str) -> Collector:
         env = self.cfg.env

@@ -51,7 +51,7 @@ class DistillStage:
             self.analyzer = policy_analyzer(components, d.step_skills)
         elif d.skill_source == "teacher":
             self.analyzer = TeacherAnalyzer(
-                OracleTeacher(components.env_factory("train"), d.step_skills),
+                OracleTeacher(components.oracle_env_factory("train"), d.step_skills),
                 d.step_skills,
                 min_skill_words=d.min_skill_words,
             )

@@ -139,7 +139,7 @@ def panel_contexts(
 
     per_episode: dict[str, list[str | None]] = {}
     if "oracle" in names or "shuffled" in names:
-        per_episode["oracle"] = skills(TeacherAnalyzer(OracleTeacher(components.env_factory(split))))
+        per_episode["oracle"] = skills(TeacherAnalyzer(OracleTeacher(components.oracle_env_factory(split))))
     if "policy" in names:
         per_episode["policy"] = skills(policy_analyzer(components))
     if "privileged" in names:
