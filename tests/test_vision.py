@@ -144,3 +144,41 @@ def test_the_visual_analysis_prompt_shows_each_steps_frame(vl_backend, vl_tokeni
     analyzer.backend = type("Spy", (), {"generate": staticmethod(vl_backend_generate)})()
     results = analyzer.analyse([episode, twin, episode])
     assert seen == [2] and len(results) == 3 and results[0][0] == results[2][0]
+
+
+def test_the_tiny_vl_config_runs_the_whole_seed_pipeline_on_frames(tmp_path):
+    """Warm-up, oracle labels with their frames, analyzer SFT, rollouts on RGB frames, skills (the oracle's here:
+    the random policy writes none that parse), teacher re-scores with the frames, the update, evaluation:
+    `seed run tiny_vl`, shortened. The policy's own visual analyses are checked above."""
+    from seed.cli import main
+    from seed.storage import read_jsonl
+    from seed.train.metrics import read_metrics
+
+    args = ["run", "tiny_vl", f"run_dir={tmp_path}", "train.updates=1", "eval.episodes=2"]
+    args += ["sft.enabled=true", "label.tasks=2", "label.group_size=2", "sft.epochs=1", "sft.eval_generations=1"]
+    args += ["sft.max_new_tokens=4", "distill.coef=1.0", "distill.skill_source=teacher"]
+    assert main(args) == 0
+    labels = read_jsonl(tmp_path / "labels.jsonl")
+    assert labels and all(len(r["frames"]) == r["prompt"].count("<image>") > 0 for r in labels)
+    assert all((tmp_path / f).is_file() for r in labels for f in r["frames"])
+    row = [r for r in read_metrics(tmp_path) if r["update"] == 1][0]
+    assert row["distill/skill_rate"] == 1.0 and row["distill/active_token_share"] > 0
+    episodes = read_jsonl(next((tmp_path / "episodes").glob("*.jsonl")))
+    assert episodes and episodes[0]["steps"][0]["state"]["images"] == ["<image 96x96>"]
+
+
+def test_a_vision_model_folder_loads_as_one_with_its_image_processor(tmp_path, vl_backend, vl_tokenizer):
+    """A user's VLM is a local folder: it loads as an image-text model, with the processor saved beside it."""
+    vl_backend.model.save_pretrained(tmp_path)
+    vl_tokenizer.save_pretrained(tmp_path)
+    vl_backend.image_processor.save_pretrained(tmp_path)
+    tok = load_tokenizer(str(tmp_path))
+    backend = HFBackend(
+        load_model(str(tmp_path), tok), tok, precision="fp32", image_processor=load_image_processor(str(tmp_path))
+    )
+    assert backend.vision is not None and load_image_processor("tiny-random") is None
+    state = _states("ezpoints", render="rgb")[0]
+    prompt, response = render(state, tok), tok.encode("<action>2</action>", add_special_tokens=False)
+    again = backend.logprobs([prompt], [response], images=[state.images])[0]
+    first = vl_backend.logprobs([prompt], [response], images=[state.images])[0]
+    assert again == pytest.approx(first, abs=1e-5)
