@@ -202,7 +202,8 @@ class VisionEngine:
         cache_kw = cache_keyword(self.model.model)
         # finished rows stay in the batch (the model keeps each row's position offset), their tokens unused
         for _ in range(sampling.max_new_tokens):
-            logits = head(res.last_hidden_state[:, -1, :].contiguous()).float()
+            with self.autocast():
+                logits = head(res.last_hidden_state[:, -1, :].contiguous()).float()
             logp = torch.log_softmax(logits, dim=-1)
             if sampling.greedy or sampling.temperature <= 0:
                 nxt = logits.argmax(-1)
