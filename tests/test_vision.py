@@ -155,7 +155,6 @@ def test_the_tiny_vl_config_runs_the_whole_seed_pipeline_on_frames(tmp_path):
     from seed.train.metrics import read_metrics
 
     args = ["run", "tiny_vl", f"run_dir={tmp_path}", "train.updates=1", "eval.episodes=2"]
-    args += ["sft.enabled=true", "label.tasks=2", "label.group_size=2", "sft.epochs=1", "sft.eval_generations=1"]
     args += ["sft.max_new_tokens=4", "distill.coef=1.0", "distill.skill_source=teacher"]
     assert main(args) == 0
     labels = read_jsonl(tmp_path / "labels.jsonl")
