@@ -18,6 +18,7 @@ class StepState:
     history: list[tuple[str, str]] = field(default_factory=list)  # last k (observation, action) pairs
     step_index: int = 0  # steps taken before this one
     images: list[Any] = field(default_factory=list)  # the current observation's frames (PIL); history stays text
+    intro: str = ""  # the prompt's opening sentence where the observation names one (else the env's `intro`)
 
     @classmethod
     def after(
@@ -32,6 +33,7 @@ class StepState:
             history[-history_length:] if history_length else [],
             step_index,
             list(obs.images),
+            obs.intro,
         )
 
 

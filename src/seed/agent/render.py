@@ -31,7 +31,7 @@ def skill_block(skill: str) -> str:
 
 def render_text(state: StepState, skill: str | None = None) -> str:
     """The user message for one step (verl-agent's ALFWorld template shape); `skill=None` is the student prompt."""
-    lines = [f"{intro(state.env_name)} Your task is to: {state.task}\n"]
+    lines = [f"{state.intro or intro(state.env_name)} Your task is to: {state.task}\n"]
     if skill is not None:  # "" gives the block with nothing in it (`seed probe`'s control)
         lines.append(skill_block(skill))
     if state.step_index > 0 and state.history:

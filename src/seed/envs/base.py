@@ -39,7 +39,8 @@ class Obs:
     admissible: list[str] = field(default_factory=list)
     won: bool = False
     task_type: str = ""
-    images: list[Any] = field(default_factory=list)
+    images: list[Any] = field(default_factory=list)  # frames (PIL images) for vision-language policies
+    intro: str = ""  # the prompt's opening sentence where it is not the env class's `intro` (a served env's)
 
 
 @runtime_checkable
@@ -111,16 +112,23 @@ def _discover() -> None:
     from seed.envs.builtins import BUILTIN_MODULES
 
     for module in BUILTIN_MODULES:
-        import_module(module)
+        try:
+            import_module(module)
+        except ImportError as exc:  # an env whose own dependencies are missing here (a served env's process)
+            _UNAVAILABLE[module] = f"{type(exc).__name__}: {exc}"
     for point in entry_points(group=_PLUGIN_GROUP):
         if point.name not in _REGISTRY:
             point.load()
 
 
+_UNAVAILABLE: dict[str, str] = {}  # built-in env module -> why it could not be imported
+
+
 def _lookup(name: str) -> _Entry:
     _discover()
     if name not in _REGISTRY:
-        raise ValueError(f"unknown env {name!r}; available: {', '.join(sorted(_REGISTRY))}")
+        missing = "".join(f"; {module} could not be imported ({why})" for module, why in _UNAVAILABLE.items())
+        raise ValueError(f"unknown env {name!r}; available: {', '.join(sorted(_REGISTRY))}{missing}")
     return _REGISTRY[name]
 
 

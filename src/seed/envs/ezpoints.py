@@ -15,10 +15,12 @@ Observations are text (`render="text"`: the cards and their numbers in words), a
 from __future__ import annotations
 
 import random
-
-from PIL import Image, ImageDraw, ImageFont
+from typing import TYPE_CHECKING
 
 from seed.envs.base import Obs, register
+
+if TYPE_CHECKING:  # Pillow is imported where cards are drawn: the text game needs only the standard library
+    from PIL import Image, ImageDraw, ImageFont
 
 TARGET = 12
 RANKS = ("A", "2", "3", "4", "5", "6", "7", "8", "9", "10", "J", "Q", "K")
@@ -85,6 +87,8 @@ def appendable(formula: list[str], numbers: tuple[int, int]) -> set[str]:
 
 def draw_cards(cards: tuple[tuple[str, str], tuple[str, str]], card_size: tuple[int, int] = (64, 96)) -> Image.Image:
     """Two cards side by side on a green table: the rank in the corners and a suit mark in the middle."""
+    from PIL import Image, ImageDraw
+
     width, height = card_size
     margin = 8
     table = Image.new("RGB", (2 * width + 3 * margin, height + 2 * margin), (34, 110, 60))
@@ -102,6 +106,8 @@ def draw_cards(cards: tuple[tuple[str, str], tuple[str, str]], card_size: tuple[
 
 def _rank_font() -> ImageFont.ImageFont | ImageFont.FreeTypeFont:
     """Pillow's embedded font at a readable size (the bitmap default where Pillow lacks FreeType)."""
+    from PIL import ImageFont
+
     try:
         return ImageFont.load_default(size=18)
     except (TypeError, ImportError, OSError):

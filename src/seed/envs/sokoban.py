@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import random
 from collections import deque
-
-from PIL import Image, ImageDraw
+from typing import TYPE_CHECKING
 
 from seed.envs.base import Obs, register
+
+if TYPE_CHECKING:  # Pillow is imported where a frame is drawn: a text env needs only the standard library
+    from PIL import Image
 
 MOVES = {"up": (-1, 0), "down": (1, 0), "left": (0, -1), "right": (0, 1)}
 _SPLIT_OFFSET = {"train": 0, "valid_seen": 1_000_003, "valid_unseen": 2_000_003}
 LEGEND = "# wall, _ floor, O target, X box, √ box on target, P you, S you on target"
 RENDER_MODES = ("text", "rgb", "both")
+RGB_INTRO = "You are an expert agent playing Sokoban on a grid shown as an image."
 FRAME_LEGEND = "dark grey wall, light floor, red ring target, brown box, green box on target, blue disc you"
 COLOURS = {"wall": (70, 70, 70), "floor": (225, 220, 205), "target": (200, 30, 30), "box": (150, 95, 40)}
 COLOURS |= {"box_on_target": (40, 160, 60), "player": (40, 80, 210)}
@@ -69,6 +72,8 @@ class SokobanRoom:
 
 def draw_room(room: SokobanRoom, cell: int = 16) -> Image.Image:
     """The room as an RGB frame, `cell` pixels per square (`FRAME_LEGEND` names the colours)."""
+    from PIL import Image, ImageDraw
+
     frame = Image.new("RGB", (room.size * cell, room.size * cell), COLOURS["floor"])
     draw = ImageDraw.Draw(frame)
     for r in range(room.size):
@@ -174,8 +179,8 @@ class SokobanEnv:
         one = self.num_boxes == 1
         task = f"push {'the box' if one else 'every box'} onto {'the target' if one else 'a target'}"
         text = f"{LEGEND}\n{self.room.render()}\n{self._positions()}"
-        if self.render == "rgb":  # the frame alone shows the room (the intro's "text grid" is this image then)
-            text = f"The grid is shown in the image instead of as text ({FRAME_LEGEND})."
+        if self.render == "rgb":  # the frame alone shows the room
+            text = f"The grid is shown in the image ({FRAME_LEGEND})."
         return Obs(
             text=text,
             task=task,
@@ -183,6 +188,7 @@ class SokobanEnv:
             won=self.room.solved(),
             task_type="sokoban",
             images=[draw_room(self.room)] if self.render != "text" else [],
+            intro=RGB_INTRO if self.render == "rgb" else "",
         )
 
     def _positions(self) -> str:
