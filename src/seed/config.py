@@ -602,10 +602,18 @@ def _check_model(m: ModelConfig) -> None:
 
 
 def _check_env(e: EnvConfig) -> None:
-    from seed.envs.base import argument_choices, available, constructor_parameters
+    from seed.envs.base import argument_choices, available, constructor_parameters, intro
 
-    if e.name not in available():
-        raise ConfigError(f"config key 'env.name' = {e.name!r} is not registered; allowed: {', '.join(available())}")
+    if ":" in e.name:  # a user's module:Class
+        try:
+            intro(e.name)
+        except (ValueError, TypeError) as exc:
+            raise ConfigError(f"config key 'env.name' = {e.name!r}: {exc}") from exc
+    elif e.name not in available():
+        raise ConfigError(
+            f"config key 'env.name' = {e.name!r} is not registered; allowed: {', '.join(available())}, "
+            "or a module:Class of your own"
+        )
     params = constructor_parameters(e.name)
     unknown = sorted(set(map(str, e.kwargs)) - params) if params is not None else []
     if unknown:

@@ -126,10 +126,25 @@ _UNAVAILABLE: dict[str, str] = {}  # built-in env module -> why it could not be 
 
 def _lookup(name: str) -> _Entry:
     _discover()
+    if name not in _REGISTRY and ":" in name:
+        _import_class(name)
     if name not in _REGISTRY:
         missing = "".join(f"; {module} could not be imported ({why})" for module, why in _UNAVAILABLE.items())
         raise ValueError(f"unknown env {name!r}; available: {', '.join(sorted(_REGISTRY))}{missing}")
     return _REGISTRY[name]
+
+
+def _import_class(path: str) -> None:
+    """Register a user's env class named as `module:Class` (importable from the working directory or
+    PYTHONPATH) under that name, so that `env.name: my_envs:Corridor` needs no entry point."""
+    from importlib import import_module
+
+    module, _, attr = path.partition(":")
+    try:
+        factory = getattr(import_module(module), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"env {path!r}: cannot import {attr} from {module} ({type(exc).__name__}: {exc})") from exc
+    register(path, (factory.__doc__ or path).strip().splitlines()[0])(factory)
 
 
 def available() -> dict[str, str]:
