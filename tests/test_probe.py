@@ -110,7 +110,7 @@ def _named_and_wordings(tok, skilled) -> tuple[int, set]:
     import re
 
     named, wordings = 0, set()
-    for p, r, (start, end) in skilled:
+    for p, r, (start, end), _ in skilled:
         assert r == tok.encode(tok.decode(r[:-1]), add_special_tokens=False) + [tok.eos_token_id]  # as one text
         text = tok.decode(p)
         assert "Episode-Level Skill" in text
@@ -132,7 +132,7 @@ def test_skill_demonstrations_follow_the_skill_in_their_prompt(comps):
     rules never contradict each other; the plain demonstrations do not change when the shares are 0."""
     tok = comps.tokenizer
     plain = demonstrations(comps, 4, seed=7)
-    assert all("Episode-Level Skill" not in tok.decode(p) for p, _, _ in plain)
+    assert all("Episode-Level Skill" not in tok.decode(d.prompt) for d in plain)
     assert demonstrations(comps, 4, seed=7, skill_share=0.0) == plain
     own = demonstrations(comps, 12, seed=7, skill_share=1.0)
     assert demonstrations(comps, 12, seed=7, skill_share=1.0, foreign_share=0.0) == own

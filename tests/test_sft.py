@@ -200,7 +200,7 @@ def test_format_replay_trains_every_warmup_demonstration_once_per_epoch(tmp_path
     monkeypatch.setattr(comps.policy, "forward_logps", spy)
     stats = sft_stage(comps, labels)
     assert stats["sft/replay_examples"] == len(replay) > 0
-    for prompt, response, _ in replay:  # the warm-up's own pairs, each trained once in each of the 2 epochs
+    for prompt, response, *_ in replay:  # the warm-up's own pairs, each trained once in each of the 2 epochs
         assert seen.count((tuple(prompt), tuple(response))) == 2
     assert len(seen) == 2 * (stats["sft/train_examples"] + len(replay))
 

@@ -259,11 +259,21 @@ def terminal_image(image, width: int = 48) -> str:
     return "\n".join(lines)
 
 
+def _answer_block(action: str, tags: tuple[str, ...]) -> str:
+    from seed.agent.parse import format_action
+
+    try:
+        return format_action(action, tags)
+    except ValueError:  # not `tag[text]`: sent in the env's first tag
+        return f"<{tags[0]}>{action}</{tags[0]}>"
+
+
 def cmd_play(args) -> None:
     """A person plays the env and sees exactly the prompt the agent would see."""
     from seed.agent import parse_action, render_text
     from seed.config import ConfigError
     from seed.envs import available, make
+    from seed.envs.base import action_tags
     from seed.types import StepState
 
     if args.env not in available():
@@ -295,8 +305,9 @@ def cmd_play(args) -> None:
             break
         if line.strip() == "quit":
             break
-        response = line if "<action>" in line else f"<think>playing</think><action>{line.strip()}</action>"
-        parsed = parse_action(response, state.admissible, validity)
+        tags = action_tags(args.env)
+        response = line if "<" in line else f"<think>playing</think>{_answer_block(line.strip(), tags)}"
+        parsed = parse_action(response, state.admissible, validity, tags)
         sent = parsed.action if validity == "format" or parsed.valid else ""
         new_obs, reward, done, info = env.step(sent)
         if not parsed.valid:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from seed.envs import intro
+from seed.envs.base import answer_format, intro
 from seed.types import StepState
 
 SKILL_HEADER = "**Episode-Level Skill**"
@@ -50,7 +50,7 @@ def render_text(state: StepState, skill: str | None = None) -> str:
             + ", ".join(f"'{a}'" for a in state.admissible)
             + "].\n"
         )
-    lines.append(ANSWER_FORMAT)
+    lines.append(answer_format(state.env_name) or ANSWER_FORMAT)
     return "\n".join(lines)
 
 

@@ -158,6 +158,19 @@ def intro(name: str) -> str:
     return _lookup(name).factory.intro
 
 
+DEFAULT_ACTION_TAGS = ("action",)
+
+
+def action_tags(name: str) -> tuple[str, ...]:
+    """The tags env `name`'s answers put the action in (its class's `action_tags`; `<action>` by default)."""
+    return tuple(getattr(_lookup(name).factory, "action_tags", DEFAULT_ACTION_TAGS))
+
+
+def answer_format(name: str) -> str | None:
+    """The instruction that closes env `name`'s prompts, where its class sets one (`answer_format`)."""
+    return getattr(_lookup(name).factory, "answer_format", None)
+
+
 def argument_choices(name: str) -> dict[str, tuple[str, ...]]:
     """Constructor arguments of env `name` that take names, and the names each allows."""
     return dict(_lookup(name).choices)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from seed.agent import left_truncate, parse_action, prompt_images, render
 from seed.dist.env_pool import EnvFault, LocalEnvPool
-from seed.envs.base import Env, Obs
+from seed.envs.base import Env, Obs, action_tags
 from seed.models.backend import Sampling
 from seed.types import Episode, StepSample, StepState
 
@@ -48,6 +48,7 @@ class Collector:
     def __init__(self, env_factory: Callable[[], Env], env_name: str, tokenizer, settings: RolloutSettings, pool=None):
         self.env_factory, self.env_name, self.tokenizer, self.settings = env_factory, env_name, tokenizer, settings
         self.pool = pool if pool is not None else LocalEnvPool(env_factory)
+        self.tags = action_tags(env_name)  # what the responses put the action in
 
     def collect(
         self,
@@ -85,7 +86,7 @@ class Collector:
             full = [render(st, self.tokenizer) for st in states]
             prompts = [left_truncate(ids, s.max_prompt_tokens) for ids in full]
             gens = backend.generate(prompts, sampling, batch_size=s.generation_batch_size, images=prompt_images(states))
-            parsed = [parse_action(gen.text, st.admissible, s.validity) for gen, st in zip(gens, states)]
+            parsed = [parse_action(gen.text, st.admissible, s.validity, self.tags) for gen, st in zip(gens, states)]
             results = self.pool.step([(r.slot, self._sent(p)) for r, p in zip(live, parsed)])
             for r, st, ids, prompt, gen, p, result in zip(live, states, full, prompts, gens, parsed, results):
                 if isinstance(result, EnvFault):

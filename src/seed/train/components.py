@@ -13,7 +13,7 @@ import torch
 from seed.config import Config
 from seed.dist.env_pool import make_env_pool
 from seed.envs import make
-from seed.envs.base import argument_choices
+from seed.envs.base import action_tags, argument_choices
 from seed.models import HFBackend, Sampling, load_image_processor, load_model, load_tokenizer
 from seed.models.backend import GenerationBackend
 from seed.models.checkpointing import enable_activation_checkpointing
@@ -117,13 +117,13 @@ class Components:
         return Collector(factory, env.name, self.tokenizer, settings, pool=pool)
 
     def rollout_sampling(self, temperature: float | None = None) -> Sampling:
-        """Responses end with the end-of-turn token, generated and trained (official), or at `</action>`
-        (`rollout.stop_at_action`)."""
+        """Responses end with the end-of-turn token, generated and trained (official), or at the end of the
+        answer block, `</action>` (`rollout.stop_at_action`; an env's own tags: `</search>`, `</answer>`)."""
         r = self.cfg.rollout
         return Sampling(
             temperature=r.temperature if temperature is None else temperature,
             max_new_tokens=r.max_response_tokens,
-            stop=("</action>",) if r.stop_at_action else (),
+            stop=tuple(f"</{tag}>" for tag in action_tags(self.cfg.env.name)) if r.stop_at_action else (),
             keep_eos=not r.stop_at_action,
         )
 

@@ -30,7 +30,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from seed.agent import render, situation
-from seed.envs.base import checked_result
+from seed.agent.parse import ACTION_TAGS, split_action
+from seed.envs.base import action_tags, checked_result
 from seed.errors import ConfigError, RunError
 from seed.models.batching import token_budget_batches
 from seed.models.load import trainable_parameters
@@ -54,12 +55,13 @@ log = logging.getLogger(__name__)
 THOUGHTS = ("I pick an action.", "Let me try this.", "I move now.")
 
 
-def answer(tok, think: str, action: str) -> Demonstration:
-    """`<think>…</think><action>…</action>` and the end-of-turn token, with the action's token span (the pieces are
-    encoded apart, as `seed probe` scores an action, so the span is exact)."""
-    head = tok.encode(f"<think>{think}</think><action>", add_special_tokens=False)
-    body = tok.encode(action, add_special_tokens=False)
-    tail = tok.encode("</action>", add_special_tokens=False) + [tok.eos_token_id]  # ends the turn
+def answer(tok, think: str, action: str, tags: tuple[str, ...] = ACTION_TAGS) -> Demonstration:
+    """`<think>…</think><action>…</action>` (or the env's own answer tags) and the end-of-turn token, with the
+    action's token span (the pieces are encoded apart, as `seed probe` scores an action, so the span is exact)."""
+    tag, text = split_action(action, tags)
+    head = tok.encode(f"<think>{think}</think><{tag}>", add_special_tokens=False)
+    body = tok.encode(text, add_special_tokens=False)
+    tail = tok.encode(f"</{tag}>", add_special_tokens=False) + [tok.eos_token_id]  # ends the turn
     return Demonstration([], head + body + tail, (len(head), len(head) + len(body)))
 
 
@@ -112,7 +114,8 @@ def _demonstration(
         expert = env.expert_plan() if rng.random() < expert_share else []
         action = expert[0] if expert else rng.choice(state.admissible)
         think = situation(obs.text) if thought == "observation" else rng.choice(THOUGHTS)
-        pairs.append(answer(tok, think, action)._replace(prompt=render(state, tok), images=tuple(state.images)))
+        demo = answer(tok, think, action, action_tags(cfg.env.name))
+        pairs.append(demo._replace(prompt=render(state, tok), images=tuple(state.images)))
         history.append((obs.text, action))
         obs, _, done, _ = checked_result("step", env.step(action))
         if done:
@@ -149,8 +152,8 @@ def _skill_demonstration(
     pairs = []
     for step, (state, action) in enumerate(zip(states, moves)):
         think = situation(state.observation) if thought == "observation" else THOUGHTS[step % len(THOUGHTS)]
-        prompt = render(state, tok, skill=skill)
-        pairs.append(answer(tok, think, action)._replace(prompt=prompt, images=tuple(state.images)))
+        demo = answer(tok, think, action, action_tags(cfg.env.name))
+        pairs.append(demo._replace(prompt=render(state, tok, skill=skill), images=tuple(state.images)))
     return pairs
 
 
