@@ -109,9 +109,11 @@ def _demonstration(
     pairs = []
     for step in range(cfg.env.max_steps):
         state = StepState.after(cfg.env.name, obs, history, cfg.env.history_length, step)
-        if not state.admissible:
-            raise ValueError(f"task {task_seed}: no admissible actions at step {step}")
-        expert = env.expert_plan() if rng.random() < expert_share else []
+        draw = rng.random()
+        # a free-text env (no admissible list, e.g. Search-QA) demonstrates its expert's moves
+        expert = env.expert_plan() if draw < expert_share or not state.admissible else []
+        if not expert and not state.admissible:
+            raise ValueError(f"task {task_seed}: no admissible actions and no expert move at step {step}")
         action = expert[0] if expert else rng.choice(state.admissible)
         think = situation(obs.text) if thought == "observation" else rng.choice(THOUGHTS)
         demo = answer(tok, think, action, action_tags(cfg.env.name))
