@@ -18,6 +18,7 @@ from pathlib import Path
 
 from seed.agent import action_token_mask, render_messages
 from seed.config import load_config
+from seed.envs.base import action_tags
 from seed.skills.analyzer import step_skill_text
 from seed.storage import atomic_write_text, read_jsonl
 from seed.train.metrics import read_metrics
@@ -59,7 +60,7 @@ def _step_view(tokenizer, step: dict, skill: str | None) -> dict:
         "index": step["step_index"],
         "observation": step["state"]["observation"],
         "tokens": tokens,
-        "action_tokens": action_token_mask(tokens),
+        "action_tokens": action_token_mask(tokens, action_tags(step["state"]["env_name"])),
         "logp": _round(step["rollout_logps"]),
         "teacher_logp": _round(teacher),
         "response": step["response_text"],

@@ -39,6 +39,7 @@ from seed.algos import (
 from seed.algos.distill import raised_by_skill
 from seed.algos.signal import SampleShift, agreement_auc, signal_metrics, signal_sums
 from seed.config import redacted
+from seed.envs.base import action_tags
 from seed.errors import NonFiniteError, RunError
 from seed.models.batching import prompt_sharing_batches
 from seed.models.load import trainable_parameters
@@ -232,10 +233,11 @@ def teacher_signal(tokenizer, batch: Batch, shifts: dict[int, list[float]], dp=N
     for i, delta in sorted(shifts.items()):
         s = batch.samples[i]
         expert = s.expert_action
+        tokens = [tokenizer.decode([t]) for t in s.response_ids]
         rows.append(
             SampleShift(
                 delta=delta,
-                action=action_token_mask([tokenizer.decode([t]) for t in s.response_ids]),
+                action=action_token_mask(tokens, action_tags(s.state.env_name)),
                 won=bool(batch.won[i]) if batch.won is not None else False,
                 advantage=float(batch.advantages[i]),
                 agrees=None if expert is None else s.valid and s.action.strip().lower() == expert.strip().lower(),
