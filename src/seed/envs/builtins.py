@@ -5,6 +5,7 @@ BUILTIN_MODULES = (
     "seed.envs.sokoban",
     "seed.envs.ezpoints",
     "seed.envs.search.env",
+    "seed.envs.webshop",
     "seed.envs.remote",
     "seed.envs.alfworld.env",
 )
