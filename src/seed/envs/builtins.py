@@ -6,6 +6,7 @@ BUILTIN_MODULES = (
     "seed.envs.ezpoints",
     "seed.envs.search.env",
     "seed.envs.webshop",
+    "seed.envs.scienceworld",
     "seed.envs.remote",
     "seed.envs.alfworld.env",
 )
