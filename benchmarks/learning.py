@@ -74,6 +74,17 @@ def invalid_rates(run_dir: Path) -> list[float]:
     return [row["rollout/invalid_rate"] for row in sorted(rows, key=lambda r: r["update"])]
 
 
+def eval_invalid_rates(run_dir: Path) -> dict[int, float]:
+    """The evaluation panels' invalid rate (both panels, the larger) at each evaluated update of a run."""
+    rates = {}
+    for path in sorted(run_dir.glob("eval_update_*.json")):
+        panels = json.loads(path.read_text())
+        values = [p["invalid_rate"] for p in panels.values() if isinstance(p, dict) and "invalid_rate" in p]
+        if values:
+            rates[int(path.stem.rsplit("_", 1)[1])] = max(values)
+    return rates
+
+
 def start_of(method: str) -> str:
     return OWN_START.get(method, "start")
 
@@ -268,13 +279,19 @@ def collect(out: Path, seeds: list[int], methods: list[str]) -> dict:
 
 def invalid_table(out: Path, seeds: list[int], methods: list[str]) -> dict:
     """table[method][seed] = the rollout invalid rate of every update and their maximum: a format collapse (every
-    response invalid, no gradient left) shows here before it shows on the panels."""
+    response invalid, no gradient left) shows here before it shows on the panels. The evaluations' invalid rates
+    ride along (`eval`, `eval_max`): a collapse in a run's last update shows only there."""
     table: dict = {}
     for method in methods:
         for seed in seeds:
-            rates = invalid_rates(out / f"seed{seed}" / method)
+            run = out / f"seed{seed}" / method
+            rates, evaluated = invalid_rates(run), eval_invalid_rates(run)
             if rates:
                 table.setdefault(method, {})[str(seed)] = {"invalid_rate": rates, "max": max(rates)}
+            if evaluated:
+                row = table.setdefault(method, {}).setdefault(str(seed), {})
+                row["eval"] = {str(u): r for u, r in evaluated.items()}
+                row["eval_max"] = max(evaluated.values())
     return table
 
 
@@ -369,9 +386,11 @@ def _finite(x: float) -> float | None:
 
 
 def print_invalid(invalid: dict) -> None:
-    print("\nRollout invalid rate, the highest over a run's updates, per seed:")
+    print("\nInvalid rate, the highest over a run's rollouts / over its evaluations, per seed:")
     for method, per_seed in invalid.items():
-        print(f"  {method:<9} " + " ".join(f"s{s}={r['max']:.2f}" for s, r in per_seed.items()))
+        nan = float("nan")
+        cells = [f"s{s}={r.get('max', nan):.2f}/{r.get('eval_max', nan):.2f}" for s, r in per_seed.items()]
+        print(f"  {method:<9} " + " ".join(cells))
 
 
 def print_tables(table: dict, paired: dict, reach: dict) -> None:

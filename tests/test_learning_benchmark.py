@@ -76,6 +76,12 @@ def test_invalid_rates_per_update_and_the_table_of_maxima(tmp_path):
     assert table == {
         "grpo": {"0": {"invalid_rate": [0.05, 0.25], "max": 0.25}, "1": {"invalid_rate": [0.0, 0.1, 0.02], "max": 0.1}}
     }
+    # a collapse in the last update shows in the evaluation after it only
+    for update, rate in ((0, 0.0), (3, 0.01), (6, 0.66)):
+        panels = {"valid_seen": {"invalid_rate": rate}, "valid_unseen": {"invalid_rate": rate / 2}}
+        (tmp_path / "seed0" / "grpo" / f"eval_update_{update:05d}.json").write_text(json.dumps(panels))
+    row = learning.invalid_table(tmp_path, seeds=[0], methods=["grpo"])["grpo"]["0"]
+    assert row["max"] == 0.25 and row["eval"] == {"0": 0.0, "3": 0.01, "6": 0.66} and row["eval_max"] == 0.66
 
 
 def test_collapse_counts_the_learning_benchmarks_runs_of_the_default_recipe(tmp_path, monkeypatch):
