@@ -78,5 +78,5 @@ def test_the_console_entry_keeps_arguments_and_exit_code_across_the_reexecution(
     proc = subprocess.run(
         [sys.executable, "-m", "seed.cli", "play", "no-such-env"], env=env, capture_output=True, text=True, timeout=120
     )
-    assert proc.returncode == 2 and "unknown env 'no-such-env'; available: alfworld, sokoban" in proc.stderr
+    assert proc.returncode == 2 and "unknown env 'no-such-env'; available: alfworld, ezpoints" in proc.stderr
     assert "Traceback" not in proc.stderr

@@ -114,9 +114,9 @@ def test_policy_analyzer_decodes_each_distinct_prompt_once(tokenizer):
     backend = HFBackend(load_model("tiny-random", tokenizer), tokenizer, precision="fp32", seed=0)
     decoded = []
     generate = backend.generate
-    backend.generate = lambda prompts, sampling, batch_size=64: (
+    backend.generate = lambda prompts, sampling, batch_size=64, images=None: (
         decoded.extend(prompts),
-        generate(prompts, sampling, batch_size),
+        generate(prompts, sampling, batch_size, images),
     )[1]
     analyzer = PolicyAnalyzer(backend, tokenizer, max_new_tokens=6, batch_size=8)
     episodes = [_episode(2, won=True), _episode(3, won=False), _episode(2, won=True)]

@@ -7,8 +7,8 @@ from seed.envs.alfworld.generator import TASK_TYPES, generate_problem, is_unseen
 
 
 def test_registry_lists_builtins_and_rejects_unknown():
-    assert {"alfworld", "ezpoints", "remote", "sokoban"} <= set(available())
-    with pytest.raises(ValueError, match="available: alfworld, ezpoints, remote, sokoban"):
+    assert {"alfworld", "ezpoints", "remote", "scienceworld", "search_qa", "sokoban", "webshop"} <= set(available())
+    with pytest.raises(ValueError, match="available: alfworld, ezpoints, remote, scienceworld, search_qa, sokoban"):
         make("nope")
     with pytest.raises(ValueError, match="allowed: train, valid_seen, valid_unseen"):
         make("sokoban", split="test")
