@@ -28,7 +28,9 @@ def _play(env, seed: int) -> bool:
 
 
 def test_splits_are_scienceworlds_variation_splits():
-    splits = {s: task_variations(s, tuple(QUICK), "easy") for s in ("train", "valid_seen", "valid_unseen")}
+    env = make("scienceworld", "train", tasks=QUICK)
+    splits = {s: task_variations(env.engine, s, tuple(QUICK), "easy") for s in ("train", "valid_seen", "valid_unseen")}
+    env.close()
     assert all(splits.values())
     train = set(splits["train"])
     assert not train & set(splits["valid_unseen"]) and not train & set(splits["valid_seen"])

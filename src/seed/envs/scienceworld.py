@@ -13,8 +13,6 @@ known action matches that input.") is flagged invalid. The prompt names the acti
 
 from __future__ import annotations
 
-import functools
-
 from seed.envs.base import Obs, register
 
 SPLIT_VARIATIONS = {
@@ -38,16 +36,21 @@ def _engine(step_limit: int):
     return Engine("", envStepLimit=step_limit)
 
 
-@functools.lru_cache(maxsize=8)
-def task_variations(split: str, tasks: tuple[str, ...] | None, simplifications: str) -> tuple[tuple[str, int], ...]:
-    """Every (task, variation) of the split, in task order (listed once per process: it loads every task)."""
-    engine = _engine(100)
-    pairs = []
-    for task in tasks or engine.get_task_names():
-        engine.load(task, 0, simplifications)
-        pairs += [(task, int(v)) for v in getattr(engine, SPLIT_VARIATIONS[split])()]
-    engine.close()
-    return tuple(pairs)
+_VARIATIONS: dict[tuple, tuple[tuple[str, int], ...]] = {}  # listed once per process: listing loads every task
+
+
+def task_variations(
+    engine, split: str, tasks: tuple[str, ...] | None, simplifications: str
+) -> tuple[tuple[str, int], ...]:
+    """Every (task, variation) of the split, in task order, listed with `engine` (the env's own simulator)."""
+    key = (split, tasks, simplifications)
+    if key not in _VARIATIONS:
+        pairs = []
+        for task in tasks or engine.get_task_names():
+            engine.load(task, 0, simplifications)
+            pairs += [(task, int(v)) for v in getattr(engine, SPLIT_VARIATIONS[split])()]
+        _VARIATIONS[key] = tuple(pairs)
+    return _VARIATIONS[key]
 
 
 @register("scienceworld", "ScienceWorld's 30 science tasks (the scienceworld package, Java 17); gold paths as expert")
@@ -64,8 +67,8 @@ class ScienceWorldEnv:
         gold_paths: bool = True,
     ):
         self.split, self.simplifications, self.gold_paths = split, simplifications, gold_paths
-        self.pairs = task_variations(split, tuple(tasks) if tasks else None, simplifications)
         self.engine = _engine(step_limit)
+        self.pairs = task_variations(self.engine, split, tuple(tasks) if tasks else None, simplifications)
         self.task, self.gold, self.taken, self.score, self.done = "", [], 0, 0.0, False
 
     def _obs(self, text: str) -> Obs:

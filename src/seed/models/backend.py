@@ -98,7 +98,7 @@ class HFBackend:
         self.vision_engine = None
         if self.vision is not None:
             self.vision_engine = VisionEngine(
-                self.model, self.tokenizer, self.vision, self.device, self.amp_dtype, self.generator, self.options
+                self.model, self.tokenizer, self.vision, self.device, self.amp_dtype, self.generator
             )
 
     def _engine_for(self, images: list[list] | None):

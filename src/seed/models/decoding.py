@@ -95,27 +95,13 @@ class HFDecoder:
         next_pos = torch.tensor([lengths[r] for r in alive], device=self.device)
         cache_kw = cache_keyword(model)
         for _ in range(sampling.max_new_tokens):
-            logp = torch.log_softmax(logits, dim=-1)
-            if sampling.greedy or sampling.temperature <= 0:
-                nxt = logits.argmax(-1)
-            else:
-                nxt = sample_tokens(logits, sampling.temperature, self.generator)
-            tok_logp = logp.gather(-1, nxt[:, None]).squeeze(-1)
+            nxt, tok_logp = next_tokens(logits, sampling, self.generator)
             keep = []
             for b, row in enumerate(alive):
-                t = int(nxt[b])
-                if t in eos:
+                if take_token(int(nxt[b]), float(tok_logp[b]), gen_ids[row], gen_logps[row], sampling, tok, eos):
+                    keep.append(b)
+                else:
                     stopped[row] = True
-                    if sampling.keep_eos:
-                        gen_ids[row].append(t)
-                        gen_logps[row].append(float(tok_logp[b]))
-                    continue
-                gen_ids[row].append(t)
-                gen_logps[row].append(float(tok_logp[b]))
-                if sampling.stop and any(s in tok.decode(gen_ids[row][-8:]) for s in sampling.stop):
-                    stopped[row] = True
-                    continue
-                keep.append(b)
             if not keep:
                 break
             if len(keep) < len(alive):  # compaction: finished rows leave the batch
@@ -209,6 +195,32 @@ class HFDecoder:
             # `logits_to_keep=1` passes), a bf16 linear on CPU computes the logits of every prompt position
             logits = model.get_output_embeddings()(res.last_hidden_state[:, -1, :].contiguous())
         return cache_of(res), logits.float()
+
+
+def next_tokens(
+    logits: torch.Tensor, sampling: Sampling, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each row's next token (greedy, or drawn at the sampling temperature) and its temperature-1 log-prob."""
+    if sampling.greedy or sampling.temperature <= 0:
+        nxt = logits.argmax(-1)
+    else:
+        nxt = sample_tokens(logits, sampling.temperature, generator)
+    return nxt, torch.log_softmax(logits, dim=-1).gather(-1, nxt[:, None]).squeeze(-1)
+
+
+def take_token(
+    token: int, logp: float, ids: list[int], logps: list[float], sampling: Sampling, tokenizer, eos: set[int]
+) -> bool:
+    """Append a row's new token (the end-of-turn token only with `keep_eos`); False once the row has ended (that
+    token, or a stop string in its last tokens)."""
+    if token in eos:
+        if sampling.keep_eos:
+            ids.append(token)
+            logps.append(logp)
+        return False
+    ids.append(token)
+    logps.append(logp)
+    return not (sampling.stop and any(s in tokenizer.decode(ids[-8:]) for s in sampling.stop))
 
 
 def sample_tokens(logits: torch.Tensor, temperature: float, generator: torch.Generator) -> torch.Tensor:

@@ -19,9 +19,9 @@ from typing import Any
 import torch
 
 from seed.models.batching import token_budget_batches
-from seed.models.decoding import sample_tokens
+from seed.models.decoding import next_tokens, take_token
 from seed.models.kv_cache import cache_keyword, cache_of
-from seed.models.options import EngineOptions, Generation, Sampling
+from seed.models.options import Generation, Sampling
 from seed.models.precision import autocast_context
 from seed.models.token_logps import head_token_logps
 
@@ -96,10 +96,9 @@ class VisionEngine:
         device: torch.device,
         amp_dtype: torch.dtype | None,
         generator: torch.Generator,
-        options: EngineOptions,
     ):
         self.model, self.tokenizer, self.vision, self.device = model, tokenizer, vision, device
-        self.amp_dtype, self.generator, self.options = amp_dtype, generator, options
+        self.amp_dtype, self.generator = amp_dtype, generator
 
     def autocast(self):
         return autocast_context(self.device, self.amp_dtype)
@@ -204,24 +203,12 @@ class VisionEngine:
         for _ in range(sampling.max_new_tokens):
             with self.autocast():
                 logits = head(res.last_hidden_state[:, -1, :].contiguous()).float()
-            logp = torch.log_softmax(logits, dim=-1)
-            if sampling.greedy or sampling.temperature <= 0:
-                nxt = logits.argmax(-1)
-            else:
-                nxt = sample_tokens(logits, sampling.temperature, self.generator)
-            tok_logp = logp.gather(-1, nxt[:, None]).squeeze(-1)
+            nxt, tok_logp = next_tokens(logits, sampling, self.generator)
             for row in range(n):
-                if stopped[row]:
-                    continue
-                t = int(nxt[row])
-                if t in eos:
-                    stopped[row] = True
-                    if not sampling.keep_eos:
-                        continue
-                gen_ids[row].append(t)
-                gen_logps[row].append(float(tok_logp[row]))
-                if sampling.stop and any(s in tok.decode(gen_ids[row][-8:]) for s in sampling.stop):
-                    stopped[row] = True
+                if not stopped[row]:
+                    stopped[row] = not take_token(
+                        int(nxt[row]), float(tok_logp[row]), gen_ids[row], gen_logps[row], sampling, tok, eos
+                    )
             if all(stopped):
                 break
             attn = torch.cat([attn, torch.ones((n, 1), dtype=attn.dtype, device=self.device)], dim=1)

@@ -30,7 +30,7 @@ from seed.skills.analyzer import analysis_frames, analysis_prompt, parse_analysi
 from seed.skills.teachers import Teacher
 from seed.storage import read_jsonl
 from seed.train.optim import adamw, warmup_cosine
-from seed.train.sft import Demonstration, SFTTerm, sft_step
+from seed.train.sft import Demonstration, SFTTerm, demo_images, sft_step
 from seed.train.warmup import warmup_demonstrations
 from seed.types import Episode
 
@@ -223,11 +223,6 @@ def _id_hash(episode_id: str) -> int:
     return int(hashlib.sha256(episode_id.encode()).hexdigest()[:8], 16)
 
 
-def _images(demos: list[Demonstration], rows) -> list[list] | None:
-    images = [list(demos[j].images) for j in rows]
-    return images if any(images) else None
-
-
 def format_replay(components: Components) -> list[Demonstration]:
     """The format warm-up's demonstrations (the same ones: same seed and settings), to replay during analyzer SFT."""
     return warmup_demonstrations(components)
@@ -284,7 +279,7 @@ def sft_stage(components: Components, labels: Path, progress_factory: Callable[.
         total, count = 0.0, 0
         for micro in token_budget_batches([len(d.prompt) + len(d.response) for d in held], budget):
             logp, mask, _ = policy.forward_logps(
-                [held[j].prompt for j in micro], [held[j].response for j in micro], images=_images(held, micro)
+                [held[j].prompt for j in micro], [held[j].response for j in micro], images=demo_images(held, micro)
             )
             total += -(logp * mask).sum().item()
             count += int(mask.sum().item())
@@ -292,7 +287,7 @@ def sft_stage(components: Components, labels: Path, progress_factory: Callable[.
     gens = policy.generate(
         [d.prompt for d in shown],
         Sampling(greedy=True, max_new_tokens=s.max_new_tokens, stop=()),
-        images=_images(shown, range(len(shown))),
+        images=demo_images(shown, range(len(shown))),
     )
     parsed = [parse_analysis(g.text) for g in gens]
     return {

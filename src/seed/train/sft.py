@@ -41,6 +41,12 @@ def token_weights(mask: torch.Tensor, key_spans: list[tuple[int, int]], key_weig
     return weights
 
 
+def demo_images(demos: list[Demonstration], rows) -> list[list] | None:
+    """The frames of the demonstrations at `rows`, for a backend call; None where none has any (a text env)."""
+    images = [list(demos[j].images) for j in rows]
+    return images if any(images) else None
+
+
 def weighted_tokens(demonstration: Demonstration, key_weight: float) -> float:
     """A demonstration's token count with its key tokens counted `key_weight` times (the term's normaliser)."""
     start, end = demonstration.key_span
@@ -55,11 +61,8 @@ def sft_backward(policy: TrainableBackend, terms: list[SFTTerm], token_budget: i
     totals = [max(1.0, sum(weighted_tokens(d, term.key_weight) for d in term.demonstrations)) for term in terms]
     value = 0.0
     for micro in token_budget_batches([len(d.prompt) + len(d.response) for d in demos], token_budget):
-        images = [list(demos[j].images) for j in micro]
         logp, mask, _ = policy.forward_logps(
-            [demos[j].prompt for j in micro],
-            [demos[j].response for j in micro],
-            images=images if any(images) else None,
+            [demos[j].prompt for j in micro], [demos[j].response for j in micro], images=demo_images(demos, micro)
         )
         key_weights = [terms[term_of[j]].key_weight for j in micro]
         weights = token_weights(mask, [demos[j].key_span for j in micro], key_weights)
