@@ -140,3 +140,27 @@ def test_teacher_signal_metrics_match_the_episode_files(tmp_path):
         ]
         replayed = expert_moves(env, Episode(e["episode_id"], 0, e["task_seed"], "", "", steps=steps))
         assert [s["expert_action"] for s in e["steps"]] == replayed and all(replayed)
+
+
+def test_the_alfworld_cpu_config_runs_the_whole_seed_pipeline_on_the_real_engine(tmp_path):
+    """The shipped ALFWorld-on-CPU run, scaled down and on the tiny random model: warm-up, oracle labels, analyzer
+    SFT, both panels, one SEED update, on the real ALFWorld engine with the config's rooms and limits."""
+    from seed.cli import main
+    from seed.storage import read_jsonl
+
+    shrink = ["model.name=tiny-random", "model.precision=fp32", "warmup.episodes=1", "label.tasks=1",
+              "label.group_size=2", "sft.eval_generations=1", "sft.max_new_tokens=8",
+              "distill.analyzer_max_new_tokens=24", "rollout.tasks_per_update=2", "rollout.group_size=2",
+              "train.updates=1", "eval.episodes=2"]  # fmt: skip
+    assert main(["run", "alfworld_cpu", f"run_dir={tmp_path}", *shrink]) == 0
+    cfg = load_config(tmp_path / "config.yaml")
+    assert (cfg.env.name, cfg.env.kwargs["task_types"], cfg.env.max_steps) == ("alfworld", ["pick_and_place_simple"], 8)
+    assert load_config("alfworld_cpu").model.name == "smollm2-135m-instruct"  # the bundled model, unshrunk
+    labels = read_jsonl(tmp_path / "labels.jsonl")
+    assert labels and all("You are in the middle of a room" in r["prompt"] for r in labels)  # ALFWorld transcripts
+    for tag in ("initial", "final"):
+        panels = json.loads((tmp_path / f"eval_{tag}.json").read_text())
+        assert set(panels) == {"valid_seen", "valid_unseen"}
+        assert all(p["overall"]["n"] == 2 and 0.0 <= p["overall"]["success"] <= 1.0 for p in panels.values())
+    updates = [r for r in read_metrics(tmp_path) if "time/rollout" in r]
+    assert [r["update"] for r in updates] == [1] and {"distill/gate_mean", "distill/parse_rate"} <= set(updates[0])

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from seed.config import ConfigError, load_config
+from seed.config import CONFIG_DIR, ConfigError, load_config
 from seed.storage import read_jsonl
 from seed.train.checkpoint import latest_checkpoint, list_checkpoints, load_checkpoint
 from seed.train.components import build_components
@@ -32,8 +32,8 @@ def test_bad_config_names_key_and_allowed_values():
 
 
 def test_shipped_configs_validate():
-    for name in ("default", "tiny", "alfworld_grpo_qwen2.5-3b", "alfworld_seed_qwen2.5-3b"):
-        load_config(name)
+    for path in sorted(CONFIG_DIR.glob("*.yaml")):
+        load_config(path.stem)
     seed_recipe = load_config("alfworld_seed_qwen2.5-3b")
     assert (seed_recipe.distill.kind, seed_recipe.distill.coef, seed_recipe.distill.beta) == ("seed", 0.01, 5.0)
     assert (seed_recipe.sft.epochs, seed_recipe.sft.lr, seed_recipe.label.tasks) == (3, 5e-6, 180)
