@@ -1,5 +1,7 @@
 """Real engines: the expert plan wins every task of a panel on every split; invalid actions are flagged."""
 
+import sys
+
 import pytest
 
 from seed.envs import available, make
@@ -113,6 +115,17 @@ def test_alfworld_invalid_action_is_a_flagged_noop():
     obs, reward, done, info = env.step("fly to the moon")
     assert info["valid"] is False and obs.text == "Nothing happens." and not done
     assert env.expert_plan() == plan_before
+
+
+def test_alfworld_leaves_the_host_programs_command_line_alone(monkeypatch):
+    """The planner's translator rewrites sys.argv in process; benchmarks record their command from it."""
+    argv = ["seed", "run", "alfworld_cpu"]
+    monkeypatch.setattr(sys, "argv", argv)
+    env = make("alfworld", split="train")
+    obs = env.reset(3)
+    env.step(env.expert_plan()[0])
+    env.step(obs.admissible[-1])
+    assert sys.argv is argv and argv == ["seed", "run", "alfworld_cpu"]
 
 
 def test_alfworld_splits_are_deterministic_and_unseen_is_held_out():

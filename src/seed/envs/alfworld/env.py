@@ -6,10 +6,12 @@ Games come from the project's generator, or from the official data when ALFWORLD
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import hashlib
 import json
 import os
+import sys
 from pathlib import Path
 
 from seed.envs.alfworld.generator import TASK_TYPES, game_json, generate_problem
@@ -29,6 +31,18 @@ def _engine(infos=None):
     env = PddlEnv(infos)
     env = AlfredDemangler(env)
     return AlfredExpert(env, expert_type=AlfredExpertType.PLANNER)
+
+
+@contextlib.contextmanager
+def _argv_kept():
+    """The planner expert runs fast-downward's translator in process, which overwrites `sys.argv`
+    (['translate.py', 'domain', 'task']); the host program's command line must survive every reset and step."""
+    original, saved = sys.argv, list(sys.argv)
+    try:
+        yield
+    finally:
+        original[:] = saved
+        sys.argv = original
 
 
 def _data_files() -> tuple[str, str]:
@@ -111,8 +125,9 @@ class AlfworldEnv:
         return Obs(text=text, task=self._task, admissible=admissible, won=bool(st["won"]), task_type=self.task_type)
 
     def reset(self, seed: int) -> Obs:
-        self._load(seed)
-        self._state = self._env.reset()
+        with _argv_kept():  # loading a game and resetting it both run the planner
+            self._load(seed)
+            self._state = self._env.reset()
         intro = self._state["feedback"]
         body, _, task = intro.partition("Your task is to: ")
         self._task = task.strip().rstrip(".")
@@ -126,7 +141,8 @@ class AlfworldEnv:
         if action not in admissible:
             obs = self._obs("Nothing happens.")
             return obs, 0.0, False, {"valid": False, "won": obs.won}
-        self._state, _, done = self._env.step(action)
+        with _argv_kept():
+            self._state, _, done = self._env.step(action)
         obs = self._obs(self._state["feedback"].strip())
         return obs, float(obs.won), bool(obs.won), {"valid": True, "won": obs.won}
 
