@@ -41,7 +41,7 @@ import sys
 import time
 from pathlib import Path
 
-from provenance import provenance  # benchmarks/provenance.py (scripts run from this folder)
+from provenance import libraries, machine, provenance  # benchmarks/provenance.py (scripts run from this folder)
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -145,12 +145,13 @@ def check_start(start: Path, seed_name: str, name: str) -> None:
     record = ARCHIVE / seed_name / name / "start_weights.json"
     digest = weights_digest(start / "reference.pt")
     trained = [m for m in METHODS if start_of(m) == name and list((ARCHIVE / seed_name / m).glob("eval_update_*"))]
+    here = {**machine(), **libraries()}
     if record.exists():
-        first = json.loads(record.read_text())["sha256"]
-        if first != digest:
+        first = json.loads(record.read_text())
+        if first["sha256"] != digest:
             raise SystemExit(
                 f"{start} was rebuilt with other weights than the start point {', '.join(trained) or 'its methods'} "
-                f"of {seed_name} trained from (another machine or library version); remove "
+                f"of {seed_name} trained from ({differences(first.get('built_on'), here)}); remove "
                 f"{ARCHIVE / seed_name} to redo {seed_name} in one sitting"
             )
         return
@@ -160,7 +161,16 @@ def check_start(start: Path, seed_name: str, name: str) -> None:
             f"were not recorded, and that start is gone; remove that folder to redo {seed_name}"
         )
     record.parent.mkdir(parents=True, exist_ok=True)
-    record.write_text(json.dumps({"sha256": digest, "file": "reference.pt"}, indent=2))
+    record.write_text(json.dumps({"sha256": digest, "file": "reference.pt", "built_on": here}, indent=2))
+
+
+def differences(first: dict | None, here: dict) -> str:
+    """Which recorded facts of the first build's machine differ here: CPUs of one model name can run other kernels
+    (different float results), so a seed's start point is only rebuilt exactly on the same kind of machine."""
+    if first is None:
+        return "the first build recorded no machine facts"
+    changed = [f"{k}: {first.get(k)} there, {here.get(k)} here" for k in sorted(here) if first.get(k) != here.get(k)]
+    return "; ".join(changed) if changed else "same recorded machine facts and library versions"
 
 
 def archive(run_dir: Path, dest: Path) -> None:

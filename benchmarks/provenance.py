@@ -31,11 +31,35 @@ def _cpu() -> dict:
         info = Path("/proc/cpuinfo").read_text()
     except OSError:
         return {}
-    model = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")), "")
-    flags = set(next((line.split(":", 1)[1].split() for line in info.splitlines() if line.startswith("flags")), []))
-    return {"cpu_model": model, "bf16_instructions": sorted(flags & {"avx512_bf16", "amx_bf16"})}
+    fields = {}
+    for line in info.splitlines():
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    flags = set(fields.get("flags", "").split())
+    return {
+        "cpu_model": fields.get("model name", ""),
+        # two CPUs with one model name ("AMD EPYC") can differ in generation, and so in the kernels torch runs
+        "cpu_signature": "/".join(fields.get(k, "?") for k in ("cpu family", "model", "stepping")),
+        "bf16_instructions": sorted(flags & {"avx512_bf16", "amx_bf16"}),
+    }
+
+
+def libraries() -> dict:
+    """Versions of the libraries whose kernels decide a run's floating-point results."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = {}
+    for name in ("torch", "transformers"):
+        try:
+            found[name] = version(name)
+        except PackageNotFoundError:
+            found[name] = None
+    return found
+
+
+def machine() -> dict:
+    return {"platform": platform.platform(), "processor": platform.processor(), "cpus": os.cpu_count(), **_cpu()}
 
 
 def provenance() -> dict:
-    machine = {"platform": platform.platform(), "processor": platform.processor(), "cpus": os.cpu_count(), **_cpu()}
-    return {"command": " ".join(["python", *sys.argv]), **_AT_START, "machine": machine}
+    return {"command": " ".join(["python", *sys.argv]), **_AT_START, "machine": machine(), "libraries": libraries()}

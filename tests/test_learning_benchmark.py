@@ -124,7 +124,13 @@ def test_a_rebuilt_start_point_serves_earlier_methods_only_with_the_same_weights
     learning.check_start(start, "seed0", "start")  # rebuilt the same: grpo's runs still count
     weights["w"][1, 2] = 5.5
     save_verified({"model": weights}, start / "reference.pt")
-    with pytest.raises(SystemExit, match="rebuilt with other weights"):
+    with pytest.raises(SystemExit, match="rebuilt with other weights.*same recorded machine facts"):
+        learning.check_start(start, "seed0", "start")
+    record = tmp_path / "archive" / "seed0" / "start" / "start_weights.json"
+    built_on = json.loads(record.read_text())["built_on"]
+    assert built_on["cpu_signature"] and built_on["torch"]
+    record.write_text(json.dumps({"sha256": first, "built_on": {**built_on, "cpu_signature": "25/1/1"}}))
+    with pytest.raises(SystemExit, match="cpu_signature: 25/1/1 there"):  # names what differs
         learning.check_start(start, "seed0", "start")
     (tmp_path / "archive" / "seed0" / "start" / "start_weights.json").unlink()  # methods with no recorded start
     with pytest.raises(SystemExit, match="not recorded"):
