@@ -87,7 +87,6 @@ def main() -> None:
     )
     ap.add_argument("--envs-cost", nargs="*", default=["scienceworld"], help="per-step cost checks")
     args = ap.parse_args()
-    command = " ".join(sys.argv)  # before any env runs (ALFWorld's planner once overwrote sys.argv)
     sys.path[:0] = [str(ROOT / "src"), str(STANDIN_DIR)]
     from seed.envs import make
 
@@ -97,7 +96,7 @@ def main() -> None:
         steps, kwargs = STEPS.get(name, args.steps), KWARGS.get(name, {})
         local_env = make(name, "train", **kwargs)
         local = steps_per_second(local_env, steps)
-        getattr(local_env, "close", lambda: None)()
+        local_env.close()
         proc = subprocess.Popen(
             [sys.executable, "-m", "seed.envs.serve", name, "--port", "0", "--kwargs", json.dumps(kwargs)],
             stdout=subprocess.PIPE,
@@ -122,7 +121,7 @@ def main() -> None:
             f" wrapper that lists {cost['valid_actions_listed']} valid actions"
         )
     out = ROOT / "benchmarks" / "results" / "remote_envs.json"
-    out.write_text(json.dumps({**provenance(), "command": command, "envs": rows, **extra}, indent=2))
+    out.write_text(json.dumps({**provenance(), "envs": rows, **extra}, indent=2))
     print(f"wrote {out}")
 
 
