@@ -111,15 +111,21 @@ def build_start(config: str, base: list[str], seed_dir: Path, name: str = "start
     cfg = load_config(config, base + START_POINTS[name] + [f"run_dir={start}"])
     prepare_run_dir(cfg)
     comps = build_components(cfg)
+    t0 = time.time()
+    built = (start / "checkpoints" / "update_00000.pt").exists()
     start_stages(comps)  # writes checkpoint 0 and reference.pt
     if not (start / "checkpoints" / "update_00000.pt").exists():  # no start stage enabled: the base model
         from seed.train.pipeline import _save_start_point
 
         load_latest_weights(comps)
         _save_start_point(comps, {})
+    if not built:
+        record_seconds(start, "start stages", time.time() - t0)
     check_start(start, seed_dir.name, name)
     if evaluate:
+        t0 = time.time()
         eval_stage(comps, "update_00000")
+        record_seconds(start, "eval update 0", time.time() - t0)
         archive(start, ARCHIVE / seed_dir.name / name)
 
 
@@ -173,13 +179,25 @@ def differences(first: dict | None, here: dict) -> str:
     return "; ".join(changed) if changed else "same recorded machine facts and library versions"
 
 
+def record_seconds(run_dir: Path, what: str, seconds: float) -> None:
+    """Add one finished piece of work's wall seconds to the run's `timing.json` (a piece cut short by a kill is not
+    recorded), so the report can say what a seed costs in machine time on the machine that ran it."""
+    path = run_dir / "timing.json"
+    pieces = json.loads(path.read_text()) if path.exists() else []
+    pieces.append({"what": what, "seconds": round(seconds, 1)})
+    partial = path.with_suffix(".json.partial")
+    partial.write_text(json.dumps(pieces, indent=1))
+    partial.replace(path)
+
+
 def archive(run_dir: Path, dest: Path) -> None:
     """Copy a run's evaluations, per-update metrics and stage rows (kilobytes) where git can keep them: a run
     directory holds checkpoints and is not kept (a later sitting rebuilds a seed's start point and goes on only if
     its weights are the same, `check_start`), and the report is built from the archive of every sitting. Each seed
     records the commit and machine that ran it."""
     dest.mkdir(parents=True, exist_ok=True)
-    for path in [*run_dir.glob("eval_update_*.json"), *run_dir.glob("stage_*.json"), run_dir / "metrics.jsonl"]:
+    kept = [*run_dir.glob("eval_update_*.json"), *run_dir.glob("stage_*.json"), run_dir / "metrics.jsonl"]
+    for path in [*kept, run_dir / "timing.json"]:
         if path.exists():
             shutil.copy2(path, dest / path.name)
     machine = dest.parent / "provenance.json"
@@ -249,10 +267,13 @@ def train_method(config: str, base: list[str], seed_dir: Path, method: str, upda
     for end in ends:
         if eval_file(run_dir, end).exists():
             continue
-        t0 = time.time()
+        t0, done = time.time(), len(invalid_rates(run_dir))  # updates finished before (in an earlier sitting, too)
         comps.cfg.train.updates = end
         train_stage(comps)
+        record_seconds(run_dir, f"updates {done + 1}-{end}", time.time() - t0)
+        t1 = time.time()
         eval_stage(comps, f"update_{end:05d}")
+        record_seconds(run_dir, f"eval update {end}", time.time() - t1)
         archive(run_dir, ARCHIVE / seed_dir.name / method)
         print(f"[{seed_dir.name} {method}] updates -> {end} + eval: {time.time() - t0:.0f}s", flush=True)
 
@@ -395,6 +416,27 @@ def _finite(x: float) -> float | None:
     return None if math.isinf(x) else round(x, 1)
 
 
+def machine_seconds(out: Path, seeds: list[int]) -> dict:
+    """Per seed, the wall seconds of its recorded pieces of work (start points, updates, evaluations) per run and in
+    total, with the CPU that ran them: what the benchmark costs, machine by machine."""
+    table = {}
+    for seed in seeds:
+        seed_dir = out / f"seed{seed}"
+        runs = {
+            path.parent.name: sum(piece["seconds"] for piece in json.loads(path.read_text()))
+            for path in sorted(seed_dir.glob("*/timing.json"))
+        }
+        if runs:
+            ran_on = seed_dir / "provenance.json"
+            cpu = json.loads(ran_on.read_text()).get("machine", {}) if ran_on.exists() else {}
+            table[str(seed)] = {
+                "total": round(sum(runs.values()), 1),
+                "per_run": runs,
+                "cpu": {k: cpu.get(k) for k in ("cpu_model", "cpu_signature", "bf16_instructions")},
+            }
+    return table
+
+
 def print_invalid(invalid: dict) -> None:
     print("\nInvalid rate, the highest over a run's rollouts / over its evaluations, per seed:")
     for method, per_seed in invalid.items():
@@ -504,8 +546,11 @@ def main() -> None:
     paired = {m: paired_minus(table, m) for m in table if m != "grpo"}
     reach = reach_grpo_final(table)
     invalid = invalid_table(ARCHIVE, args.seeds, args.methods)
+    cost = machine_seconds(ARCHIVE, args.seeds)
     print_tables(table, paired, reach)
     print_invalid(invalid)
+    for seed, c in cost.items():
+        print(f"seed {seed}: {c['total'] / 3600:.2f} h of recorded work on {c['cpu']}")
     RESULTS.mkdir(parents=True, exist_ok=True)
     record = {
         **provenance(),
@@ -523,6 +568,7 @@ def main() -> None:
         "paired_minus_grpo": paired,
         "episodes_to_reach_grpo_final": reach,
         "invalid_rate": invalid,
+        "machine_seconds": cost,
     }
     (RESULTS / "learning.json").write_text(json.dumps(record, indent=2))
     if plot(table, RESULTS / "learning.png"):

@@ -141,3 +141,25 @@ def test_one_seed_gives_a_mean_and_no_standard_error():
     assert learning.mean_se([0.4]) == (0.4, None)
     m, se = learning.mean_se([0.2, 0.4])
     assert m == pytest.approx(0.3) and se == pytest.approx(0.1)
+
+
+def test_recorded_work_reaches_the_archive_and_sums_per_seed(tmp_path):
+    run = tmp_path / "runs" / "seed0" / "grpo"
+    run.mkdir(parents=True)
+    learning.record_seconds(run, "updates 1-3", 300.04)
+    learning.record_seconds(run, "eval update 3", 100.0)
+    start = tmp_path / "runs" / "seed0" / "start"
+    start.mkdir()
+    learning.record_seconds(start, "start stages", 500.0)
+    archive = tmp_path / "archive"
+    learning.archive(run, archive / "seed0" / "grpo")  # also writes the seed's provenance (this machine)
+    learning.archive(start, archive / "seed0" / "start")
+    assert json.loads((archive / "seed0" / "grpo" / "timing.json").read_text()) == [
+        {"what": "updates 1-3", "seconds": 300.0},
+        {"what": "eval update 3", "seconds": 100.0},
+    ]
+    cost = learning.machine_seconds(archive, seeds=[0, 1])
+    assert list(cost) == ["0"]  # seed 1 has no recorded work
+    assert cost["0"]["per_run"] == {"grpo": 400.0, "start": 500.0}
+    assert cost["0"]["total"] == 900.0
+    assert cost["0"]["cpu"]["cpu_signature"] == learning.machine()["cpu_signature"]
