@@ -19,9 +19,11 @@ warm-up, since that warm-up is what it measures.
 
 Every run lives in `<out>/seed<k>/<method>/`, saves a checkpoint after every update and resumes from it; finished
 evaluations are never redone, so a kill loses at most the update in flight (it runs for hours in the background).
-The run directories stay on the machine; what git keeps is the archive (`results/learning_runs`). A later sitting on
+The run directories stay on the machine; what git keeps is the archive (`results/learning_runs`, with each piece of
+work's wall seconds in `timing.json`). A later sitting on the same machine resumes from the run directories; one on
 another machine rebuilds a seed's start point and continues its unfinished methods only where the rebuilt weights
-equal the first build's (their digest is archived; a rebuild on another kind of CPU will differ):
+equal the first build's (their digest is archived; a rebuild on another kind of CPU differs), so run a seed's methods
+in one sitting where machines change between sittings:
 
     nohup python benchmarks/learning.py > learning.log 2>&1 &
     python benchmarks/learning.py --report-only      # tables + plot from whatever has finished
@@ -279,6 +281,12 @@ def train_method(config: str, base: list[str], seed_dir: Path, method: str, upda
 
 
 # ----------------------------------------------------------------------------------------------------- report
+def complete_seeds(out: Path, seeds: list[int], methods: list[str], updates: int, every: int) -> list[int]:
+    """The seeds whose every method has all its evaluations: the tables compare methods over the same seeds, so a
+    seed in progress stays out of them (its runs still show in the invalid-rate and machine-time tables)."""
+    return [s for s in seeds if all(finished(out / f"seed{s}" / m, updates, every) for m in methods)]
+
+
 def mean_se(values: list[float]) -> tuple[float, float | None]:
     """Mean and standard error over seeds; no standard error from one seed (None, not 0)."""
     n = len(values)
@@ -540,8 +548,11 @@ def main() -> None:
                 build_start(args.config, base + [f"seed={seed}"], seed_dir, start_of(method))
                 train_method(args.config, base + [f"seed={seed}"], seed_dir, method, args.updates, args.eval_every)
     cfg = load_config(args.config, base)
+    seeds = complete_seeds(ARCHIVE, args.seeds, args.methods, args.updates, args.eval_every)
+    in_progress = [s for s in args.seeds if s not in seeds and (ARCHIVE / f"seed{s}").exists()]
+    print(f"seeds with every method finished: {seeds}; in progress (not in the tables): {in_progress}")
     table = summarise(
-        collect(ARCHIVE, args.seeds, args.methods), args.seeds, cfg.rollout.tasks_per_update * cfg.rollout.group_size
+        collect(ARCHIVE, seeds, args.methods), seeds, cfg.rollout.tasks_per_update * cfg.rollout.group_size
     )
     paired = {m: paired_minus(table, m) for m in table if m != "grpo"}
     reach = reach_grpo_final(table)
@@ -558,7 +569,8 @@ def main() -> None:
         "methods": args.methods,
         "method_overrides": {m: METHODS[m] for m in args.methods},
         "start_points": {m: START_POINTS[start_of(m)] for m in args.methods},
-        "seeds": args.seeds,
+        "seeds": seeds,
+        "seeds_in_progress": in_progress,
         "updates": args.updates,
         "eval_every": args.eval_every,
         "eval_rooms_per_split": args.eval_episodes,

@@ -163,3 +163,16 @@ def test_recorded_work_reaches_the_archive_and_sums_per_seed(tmp_path):
     assert cost["0"]["per_run"] == {"grpo": 400.0, "start": 500.0}
     assert cost["0"]["total"] == 900.0
     assert cost["0"]["cpu"]["cpu_signature"] == learning.machine()["cpu_signature"]
+
+
+def test_the_tables_hold_only_seeds_whose_every_method_finished(tmp_path):
+    for seed, methods in {0: ["grpo", "seed"], 1: ["grpo"]}.items():
+        for method in methods:
+            run = tmp_path / f"seed{seed}" / method
+            run.mkdir(parents=True)
+            for update in (0, 3, 6):
+                learning.eval_file(run, update).write_text("{}")
+    (tmp_path / "seed1" / "seed").mkdir()
+    learning.eval_file(tmp_path / "seed1" / "seed", 3).write_text("{}")  # seed 1's SEED stopped after update 3
+    assert learning.complete_seeds(tmp_path, [0, 1, 2], ["grpo", "seed"], updates=6, every=3) == [0]
+    assert learning.complete_seeds(tmp_path, [0, 1, 2], ["grpo"], updates=6, every=3) == [0, 1]
