@@ -198,8 +198,8 @@ def archive(run_dir: Path, dest: Path) -> None:
     its weights are the same, `check_start`), and the report is built from the archive of every sitting. Each seed
     records the commit and machine that ran it."""
     dest.mkdir(parents=True, exist_ok=True)
-    kept = [*run_dir.glob("eval_update_*.json"), *run_dir.glob("stage_*.json"), run_dir / "metrics.jsonl"]
-    for path in [*kept, run_dir / "timing.json"]:
+    small = [run_dir / "metrics.jsonl", run_dir / "timing.json"]
+    for path in [*run_dir.glob("eval_update_*.json"), *run_dir.glob("stage_*.json"), *small]:
         if path.exists():
             shutil.copy2(path, dest / path.name)
     machine = dest.parent / "provenance.json"
