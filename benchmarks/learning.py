@@ -514,8 +514,9 @@ def plot(table: dict, path: Path) -> bool:
         ax.set_xlabel("training episodes")
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("success (mean ± SE over seeds)")
-    axes[-1].legend()
-    fig.tight_layout()
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="center right")  # beside the panels, not over a curve
+    fig.tight_layout(rect=(0, 0, 0.87, 1))
     fig.savefig(path, dpi=120)
     return True
 
