@@ -108,15 +108,15 @@ def build_start(config: str, base: list[str], seed_dir: Path, name: str = "start
     from seed.train.pipeline import eval_stage, load_latest_weights, prepare_run_dir, start_stages
 
     start = seed_dir / name
-    if eval_file(start, 0).exists() or (not evaluate and (start / "checkpoints" / "update_00000.pt").exists()):
+    checkpoint_0 = start / "checkpoints" / "update_00000.pt"
+    if eval_file(start, 0).exists() or (not evaluate and checkpoint_0.exists()):
         return
     cfg = load_config(config, base + START_POINTS[name] + [f"run_dir={start}"])
     prepare_run_dir(cfg)
     comps = build_components(cfg)
-    t0 = time.time()
-    built = (start / "checkpoints" / "update_00000.pt").exists()
+    t0, built = time.time(), checkpoint_0.exists()
     start_stages(comps)  # writes checkpoint 0 and reference.pt
-    if not (start / "checkpoints" / "update_00000.pt").exists():  # no start stage enabled: the base model
+    if not checkpoint_0.exists():  # no start stage enabled: the base model
         from seed.train.pipeline import _save_start_point
 
         load_latest_weights(comps)
@@ -184,12 +184,12 @@ def differences(first: dict | None, here: dict) -> str:
 def record_seconds(run_dir: Path, what: str, seconds: float) -> None:
     """Add one finished piece of work's wall seconds to the run's `timing.json` (a piece cut short by a kill is not
     recorded), so the report can say what a seed costs in machine time on the machine that ran it."""
+    from seed.storage import atomic_write_text
+
     path = run_dir / "timing.json"
     pieces = json.loads(path.read_text()) if path.exists() else []
     pieces.append({"what": what, "seconds": round(seconds, 1)})
-    partial = path.with_suffix(".json.partial")
-    partial.write_text(json.dumps(pieces, indent=1))
-    partial.replace(path)
+    atomic_write_text(path, json.dumps(pieces, indent=1))
 
 
 def archive(run_dir: Path, dest: Path) -> None:
@@ -202,9 +202,9 @@ def archive(run_dir: Path, dest: Path) -> None:
     for path in [*run_dir.glob("eval_update_*.json"), *run_dir.glob("stage_*.json"), *small]:
         if path.exists():
             shutil.copy2(path, dest / path.name)
-    machine = dest.parent / "provenance.json"
-    if not machine.exists():
-        machine.write_text(json.dumps(provenance(), indent=2))
+    ran_on = dest.parent / "provenance.json"
+    if not ran_on.exists():
+        ran_on.write_text(json.dumps(provenance(), indent=2))
 
 
 def seed_run_dir(seed_dir: Path, method: str, run_dir: Path | None = None, start_point: str | None = None) -> Path:
