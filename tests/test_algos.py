@@ -9,6 +9,7 @@ from seed.algos import (
     ADVANTAGES,
     AdvantageParams,
     StepScores,
+    cap_invalid,
     discounted_returns,
     entropy_from_logits,
     gigpo_advantages,
@@ -67,6 +68,21 @@ def test_single_score_group_is_mean_zero_std_one_over_steps_and_zero_over_episod
     one = [_episode(0, 1, True)]
     assert grpo_advantages(step_scores(one, 0.1), AdvantageParams(over="steps")).tolist() == pytest.approx([10.0])
     assert grpo_advantages(step_scores(one, 0.1), AdvantageParams(over="episodes")).tolist() == [0.0]
+
+
+def test_cap_invalid_never_reinforces_an_invalid_step_by_hand():
+    valid = [s.valid for e in FOUR for s in e.steps]
+    official = grpo_advantages(step_scores(FOUR, 0.1), AdvantageParams(over="steps", eps=0.0))
+    capped = cap_invalid(official, valid)
+    assert official[1].item() == pytest.approx(2.1095646, rel=1e-5)  # the invalid step of the 3-step win...
+    assert capped[1].item() == 0.0  # ...is no longer pushed up
+    assert capped[13].item() == pytest.approx(-0.4860568, rel=1e-5)  # an invalid step of a loss keeps its push down
+    unchanged = [i for i in range(len(valid)) if i != 1]
+    assert capped[unchanged].tolist() == official[unchanged].tolist()
+    by_episode = cap_invalid(grpo_advantages(step_scores(FOUR, 0.1), AdvantageParams(over="episodes")), valid)
+    assert by_episode[:3].tolist() == pytest.approx([0.8569997, 0.0, 0.8569997], rel=1e-5)
+    with pytest.raises(ValueError, match="one validity flag per advantage"):
+        cap_invalid(official, valid[:-1])
 
 
 def test_group_normalise_mean_and_bad_values():

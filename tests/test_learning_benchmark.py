@@ -176,3 +176,23 @@ def test_the_tables_hold_only_seeds_whose_every_method_finished(tmp_path):
     learning.eval_file(tmp_path / "seed1" / "seed", 3).write_text("{}")  # seed 1's SEED stopped after update 3
     assert learning.complete_seeds(tmp_path, [0, 1, 2], ["grpo", "seed"], updates=6, every=3) == [0]
     assert learning.complete_seeds(tmp_path, [0, 1, 2], ["grpo"], updates=6, every=3) == [0, 1]
+
+
+def test_invalid_cap_counts_positive_invalid_steps_and_compares_updates(tmp_path):
+    invalid_cap = importlib.import_module("invalid_cap")
+    (tmp_path / "episodes").mkdir()
+
+    def step(valid, advantage):
+        return {"valid": valid, "advantage": advantage}
+
+    updates = [
+        [{"steps": [step(True, 1.2), step(False, -0.4)]}],  # an invalid step pushed down: not counted
+        [{"steps": [step(False, 1.8), step(True, 1.8)]}, {"steps": [step(False, 0.0), step(False, 0.3)]}],
+    ]
+    for u, episodes in enumerate(updates):
+        (tmp_path / "episodes" / f"update_{u:05d}.jsonl").write_text("".join(json.dumps(e) + "\n" for e in episodes))
+    assert invalid_cap.positive_invalid_steps(tmp_path) == [0, 2]
+    row = {"update": 5, "train/loss": 0.01, "rollout/invalid_rate": 0.02, "time/update": 30.0}
+    assert invalid_cap.same_rows(row, {**row, "time/update": 31.5})  # wall-clock times may differ
+    assert not invalid_cap.same_rows(row, {**row, "train/loss": 0.010001})
+    assert not invalid_cap.same_rows(row, {k: v for k, v in row.items() if k != "train/loss"})

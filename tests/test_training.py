@@ -63,6 +63,18 @@ def test_advantages_per_step_and_faulty_episodes_are_dropped():
     assert [s.advantage for s in by_step.samples] == pytest.approx(b)  # each step keeps its own, for the files
 
 
+def test_invalid_advantage_nonpositive_caps_only_invalid_steps():
+    won = _episode("a", 0, 10.0, 2)
+    won.steps[1].valid = False  # broke the format, yet its episode won
+    eps = [won, _episode("b", 0, 0.0, 2)]
+    official = compute_advantages(eps, load_config("tiny")).advantages.tolist()
+    capped = compute_advantages(eps, load_config("tiny", ["algo.invalid_advantage=nonpositive"]))
+    assert official[1] > 0 and capped.advantages.tolist() == pytest.approx([official[0], 0.0, *official[2:]])
+    assert capped.samples[1].advantage == 0.0  # the episode files record what the update trained with
+    with pytest.raises(ConfigError, match=r"'algo.invalid_advantage'.*allowed: keep, nonpositive"):
+        load_config("tiny", ["algo.invalid_advantage=clip"])
+
+
 def test_task_seeds_never_overlap_between_updates():
     cfg = load_config("tiny")
     seen = set()

@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from seed.algos import ADVANTAGES, DISTILL_LOSSES, GROUPINGS, NORMS, POLICY_LOSSES
+from seed.algos import ADVANTAGES, DISTILL_LOSSES, GROUPINGS, INVALID_ADVANTAGES, NORMS, POLICY_LOSSES
 from seed.errors import ConfigError
 from seed.skills import SKILL_SOURCES
 
@@ -121,6 +121,12 @@ class AlgoConfig:
         "the group statistics run over step samples; episodes: one score per episode",
     )
     norm: str = _choice("mean_std", *NORMS)
+    invalid_advantage: str = _choice(
+        "keep",
+        *INVALID_ADVANTAGES,
+        doc="keep (official): an invalid step of a won episode keeps its positive advantage; nonpositive: an invalid "
+        "step's advantage is capped at 0, so a response that broke the answer format is never reinforced",
+    )
     gigpo_step_weight: float = _positive(1.0, minimum=0)
     gigpo_gamma: float = _positive(0.95, minimum=0, maximum=1)
     policy_loss: str = _choice("ppo_clip", *POLICY_LOSSES)

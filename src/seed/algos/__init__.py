@@ -4,9 +4,11 @@ registries, and the objective that combines them. Imports only torch."""
 from seed.algos.advantages import (
     ADVANTAGES,
     GROUPINGS,
+    INVALID_ADVANTAGES,
     NORMS,
     AdvantageParams,
     StepScores,
+    cap_invalid,
     discounted_returns,
     gigpo_advantages,
     group_normalise,
@@ -36,9 +38,11 @@ from seed.algos.objective import LossStats, ObjectiveParams, TokenTensors, rl_ob
 __all__ = [
     "ADVANTAGES",
     "GROUPINGS",
+    "INVALID_ADVANTAGES",
     "NORMS",
     "AdvantageParams",
     "StepScores",
+    "cap_invalid",
     "discounted_returns",
     "gigpo_advantages",
     "group_normalise",

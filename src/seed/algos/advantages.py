@@ -9,6 +9,10 @@ group statistics run over all step samples, so longer episodes weigh more; over 
 score (outcome minus the penalties of all its steps), normalised over the group's episodes and broadcast to its
 steps. GiGPO adds a step term over *anchor-state groups*: steps of one group whose observation is identical,
 compared through their discounted returns.
+
+`cap_invalid` is applied after any estimator: it caps an invalid step's advantage at 0. Under the official step
+score an invalid step of a won episode scores the win minus a small penalty, so it gets nearly the advantage of a
+valid step and the update reinforces a response that broke the answer format.
 """
 
 from __future__ import annotations
@@ -26,12 +30,15 @@ __all__ = [
     "discounted_returns",
     "grpo_advantages",
     "gigpo_advantages",
+    "cap_invalid",
     "ADVANTAGES",
+    "INVALID_ADVANTAGES",
     "NORMS",
     "GROUPINGS",
 ]
 
 NORMS = ("mean_std", "mean")
+INVALID_ADVANTAGES = ("keep", "nonpositive")  # keep: official; nonpositive: cap_invalid
 GROUPINGS = ("steps", "episodes")
 
 
@@ -130,6 +137,15 @@ def gigpo_advantages(x: StepScores, p: AdvantageParams) -> torch.Tensor:
             keys[i] = k
     step_term = group_normalise(torch.tensor(returns), keys, p.norm, p.eps, single="zero")
     return _episode_term(x, p) + p.step_weight * step_term
+
+
+def cap_invalid(advantages: torch.Tensor, valid: Sequence[bool]) -> torch.Tensor:
+    """Each invalid step's advantage capped at 0 (valid steps untouched): an invalid response may be pushed down,
+    never up."""
+    valid_mask = torch.as_tensor(list(valid), dtype=torch.bool)
+    if valid_mask.shape != advantages.shape:
+        raise ValueError(f"one validity flag per advantage: {tuple(valid_mask.shape)} != {tuple(advantages.shape)}")
+    return torch.where(valid_mask, advantages, advantages.clamp(max=0.0))
 
 
 ADVANTAGES: dict[str, Callable[[StepScores, AdvantageParams], torch.Tensor]] = {

@@ -34,6 +34,7 @@ from seed.algos import (
     PolicyLossParams,
     StepScores,
     TokenTensors,
+    cap_invalid,
     rl_objective,
 )
 from seed.algos.distill import raised_by_skill
@@ -98,13 +99,16 @@ def advantage_params(a) -> AdvantageParams:
 
 
 def compute_advantages(episodes: list[Episode], cfg: Config) -> Batch:
-    """Per-step advantages (`algo.advantage`, from the ADVANTAGES registry) for every step of the episodes that ran
-    without an env fault; each step sample keeps its own (`StepSample.advantage`, written to the episode files)."""
+    """Per-step advantages (`algo.advantage`, from the ADVANTAGES registry; invalid steps capped at 0 under
+    `algo.invalid_advantage=nonpositive`) for every step of the episodes that ran without an env fault; each step
+    sample keeps its own (`StepSample.advantage`, written to the episode files)."""
     eps = [e for e in episodes if e.error is None and e.steps]
     if not eps:
         return Batch([], torch.zeros(0))
     adv = ADVANTAGES[cfg.algo.advantage](step_scores(eps, cfg.rollout.invalid_penalty), advantage_params(cfg.algo))
     samples = [s for e in eps for s in e.steps]
+    if cfg.algo.invalid_advantage == "nonpositive":
+        adv = cap_invalid(adv, [s.valid for s in samples])
     won = [e.won for e in eps for _ in e.steps]
     for s, value in zip(samples, adv.tolist()):
         s.advantage = value
