@@ -186,13 +186,17 @@ def test_invalid_cap_counts_positive_invalid_steps_and_compares_updates(tmp_path
         return {"valid": valid, "advantage": advantage}
 
     updates = [
-        [{"steps": [step(True, 1.2), step(False, -0.4)]}],  # an invalid step pushed down: not counted
-        [{"steps": [step(False, 1.8), step(True, 1.8)]}, {"steps": [step(False, 0.0), step(False, 0.3)]}],
+        [{"won": True, "steps": [step(True, 1.2), step(False, -0.4)]}],  # an invalid step of a win pushed down
+        [
+            {"won": True, "steps": [step(False, 1.8), step(True, 1.8)]},
+            {"won": False, "steps": [step(False, 0.0), step(False, 0.3)]},
+        ],
     ]
     for u, episodes in enumerate(updates):
         (tmp_path / "episodes" / f"update_{u:05d}.jsonl").write_text("".join(json.dumps(e) + "\n" for e in episodes))
-    assert invalid_cap.positive_invalid_steps(tmp_path) == [0, 2]
-    row = {"update": 5, "train/loss": 0.01, "rollout/invalid_rate": 0.02, "time/update": 30.0}
-    assert invalid_cap.same_rows(row, {**row, "time/update": 31.5})  # wall-clock times may differ
+    counts = invalid_cap.invalid_step_counts(tmp_path)
+    assert counts == {"positive_invalid_steps": [0, 2], "invalid_steps_of_wins": [1, 1]}
+    row = {"update": 5, "train/loss": 0.01, "rollout/invalid_rate": 0.02, "time/update": 30.0, "memory/rss_mb": 900}
+    assert invalid_cap.same_rows(row, {**row, "time/update": 31.5, "memory/rss_mb": 950})  # times and memory may
     assert not invalid_cap.same_rows(row, {**row, "train/loss": 0.010001})
     assert not invalid_cap.same_rows(row, {k: v for k, v in row.items() if k != "train/loss"})

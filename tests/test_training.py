@@ -12,7 +12,7 @@ from seed.train.checkpoint import latest_checkpoint, list_checkpoints, load_chec
 from seed.train.components import build_components
 from seed.train.metrics import read_metrics
 from seed.train.pipeline import train_stage
-from seed.train.rl import compute_advantages, task_seeds_for_update
+from seed.train.rl import compute_advantages, rollout_stats, task_seeds_for_update
 from seed.types import Episode, StepSample, StepState
 
 
@@ -68,7 +68,9 @@ def test_invalid_advantage_nonpositive_caps_only_invalid_steps():
     won.steps[1].valid = False  # broke the format, yet its episode won
     eps = [won, _episode("b", 0, 0.0, 2)]
     official = compute_advantages(eps, load_config("tiny")).advantages.tolist()
+    assert rollout_stats(eps)["rollout/invalid_reinforced"] == 1  # logged with every update
     capped = compute_advantages(eps, load_config("tiny", ["algo.invalid_advantage=nonpositive"]))
+    assert rollout_stats(eps)["rollout/invalid_reinforced"] == 0
     assert official[1] > 0 and capped.advantages.tolist() == pytest.approx([official[0], 0.0, *official[2:]])
     assert capped.samples[1].advantage == 0.0  # the episode files record what the update trained with
     with pytest.raises(ConfigError, match=r"'algo.invalid_advantage'.*allowed: keep, nonpositive"):

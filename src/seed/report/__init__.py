@@ -11,6 +11,7 @@ COLUMNS = (
     ("update", "update", "{:>6}"),
     ("rollout/success", "success", "{:>8.3f}"),
     ("rollout/invalid_rate", "invalid", "{:>8.3f}"),
+    ("rollout/invalid_reinforced", "inv+", "{:>5}"),
     ("distill/parse_rate", "parse", "{:>7.3f}"),
     ("distill/skill_words", "words", "{:>7.1f}"),
     ("distill/delta_mean", "Δ mean", "{:>8.3f}"),

@@ -418,6 +418,8 @@ def rollout_stats(episodes: list[Episode]) -> dict:
         "rollout/score": sum(e.score for e in ok) / max(1, len(ok)),
         "rollout/episode_length": len(steps) / max(1, len(ok)),
         "rollout/invalid_rate": sum(not s.valid for s in steps) / max(1, len(steps)),
+        # invalid steps the update pushes up: one such step can break the answer format (algo.invalid_advantage)
+        "rollout/invalid_reinforced": sum(not s.valid and (s.advantage or 0.0) > 0 for s in steps),
         "rollout/response_tokens": sum(len(s.response_ids) for s in steps) / max(1, len(steps)),
         "rollout/prompt_tokens": sum(len(s.prompt_ids) for s in steps) / max(1, len(steps)),
         "rollout/truncated_prompts": sum(s.truncated_prompt for s in steps),
