@@ -148,14 +148,17 @@ def replay_one(config: str, overrides: list[str], original: Path, update: int, w
     return out
 
 
-def replay(args, base: list[str], original: Path) -> dict:
-    """`--replay`: each weight source's official and capped update on the same recorded batch."""
+def replay(args, base: list[str], original: Path, record: dict, path: Path) -> None:
+    """`--replay`: each weight source's official and capped update on the same recorded batch, written to `record`
+    (and `path`) as each source finishes."""
     run_dir = Path(args.cap_out) / f"seed{args.seed}" / f"replay_{args.method}"
     seed_run_dir(original.parent, args.method, run_dir)  # the reference and stage markers of the method's start
     overrides = run_overrides(args.config, base, args.method, run_dir, args.updates)
-    return {
-        str(w): replay_one(args.config, overrides, original, args.replay, Path(w), args.samples) for w in args.weights
-    }
+    results = record.setdefault("replays", {}).setdefault(f"seed{args.seed}/{args.method}/update{args.replay}", {})
+    for weights in args.weights:
+        results[str(weights)] = replay_one(args.config, overrides, original, args.replay, Path(weights), args.samples)
+        path.write_text(json.dumps(record, indent=2))
+    print(f"wrote {path}")
 
 
 def main() -> None:
@@ -166,6 +169,7 @@ def main() -> None:
     ap.add_argument("--updates", type=int, default=6)
     ap.add_argument("--eval-episodes", type=int, default=64, help="panel size per split (the learning benchmark's)")
     ap.add_argument("--out", default="runs/learning", help="the learning benchmark's run directories")
+    ap.add_argument("--original", default="", help="the run to compare (default: <out>/seed<k>/<method>)")
     ap.add_argument("--cap-out", default="/tmp/runs/invalid_cap", help="where the capped runs go")
     ap.add_argument("--replay", type=int, default=0, help="replay the original's update U instead of a rerun")
     ap.add_argument("--weights", nargs="+", default=[], help="--replay: run directories whose checkpoints start it")
@@ -175,7 +179,7 @@ def main() -> None:
 
     reexec_under_tcmalloc([sys.executable, *sys.argv])  # the allocator the learning benchmark ran under
     seed_dir = Path(args.out) / f"seed{args.seed}"
-    original = seed_dir / args.method
+    original = Path(args.original) if args.original else seed_dir / args.method
     if not eval_file(original, args.updates).exists():
         sys.exit(f"{original} has no evaluation at update {args.updates}: run the learning benchmark's seed first")
     base = [f"eval.episodes={args.eval_episodes}", f"seed={args.seed}"]
@@ -183,14 +187,14 @@ def main() -> None:
     record = json.loads(path.read_text()) if path.exists() else {"runs": {}}
     record.update(provenance())
     if args.replay:
-        result = replay(args, base, original)
-        record.setdefault("replays", {})[f"seed{args.seed}/{args.method}/update{args.replay}"] = result
-        path.write_text(json.dumps(record, indent=2))
-        print(f"wrote {path}")
+        replay(args, base, original, record, path)
         return
     t0 = time.time()
     capped = run_capped(args.config, base, seed_dir, args.method, Path(args.cap_out), args.updates)
     seconds = time.time() - t0
+    key = f"seed{args.seed}/{args.method}"
+    if seconds < 60 and key in record["runs"]:  # nothing was trained now: the run's own seconds stand
+        seconds = record["runs"][key]["wall_seconds"]
     a, b = metric_rows(original), metric_rows(capped)
     entry = {
         "original": summary(original, args.updates),
@@ -207,7 +211,7 @@ def main() -> None:
             f"success at {args.updates} {s['success_last']}  "
             f"eval invalid {s['eval_invalid_last']}"
         )
-    record["runs"][f"seed{args.seed}/{args.method}"] = entry
+    record["runs"][key] = entry
     path.write_text(json.dumps(record, indent=2))
     print(f"wrote {path}")
 
