@@ -76,6 +76,17 @@ def invalid_rates(run_dir: Path) -> list[float]:
     return [row["rollout/invalid_rate"] for row in sorted(rows, key=lambda r: r["update"])]
 
 
+def reinforced_invalid(run_dir: Path) -> int | None:
+    """The invalid steps a run's updates trained with a positive advantage (`rollout/invalid_reinforced`, summed;
+    None for runs that predate the metric): where it is 0, `algo.invalid_advantage` changed nothing in the run."""
+    path = run_dir / "metrics.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+    rows = [row for row in rows if "rollout/invalid_rate" in row]
+    if not rows or any("rollout/invalid_reinforced" not in row for row in rows):
+        return None
+    return sum(int(row["rollout/invalid_reinforced"]) for row in rows)
+
+
 def eval_invalid_rates(run_dir: Path) -> dict[int, float]:
     """The evaluation panels' invalid rate (both panels, the larger) at each evaluated update of a run."""
     rates = {}
@@ -319,7 +330,8 @@ def collect(out: Path, seeds: list[int], methods: list[str]) -> dict:
 def invalid_table(out: Path, seeds: list[int], methods: list[str]) -> dict:
     """table[method][seed] = the rollout invalid rate of every update and their maximum: a format collapse (every
     response invalid, no gradient left) shows here before it shows on the panels. The evaluations' invalid rates
-    ride along (`eval`, `eval_max`): a collapse in a run's last update shows only there."""
+    ride along (`eval`, `eval_max`): a collapse in a run's last update shows only there; so does the count of
+    invalid steps trained with a positive advantage (`reinforced`), where the run logged it."""
     table: dict = {}
     for method in methods:
         for seed in seeds:
@@ -331,6 +343,9 @@ def invalid_table(out: Path, seeds: list[int], methods: list[str]) -> dict:
                 row = table.setdefault(method, {}).setdefault(str(seed), {})
                 row["eval"] = {str(u): r for u, r in evaluated.items()}
                 row["eval_max"] = max(evaluated.values())
+            reinforced = reinforced_invalid(run)
+            if reinforced is not None:
+                table.setdefault(method, {}).setdefault(str(seed), {})["reinforced"] = reinforced
     return table
 
 
@@ -451,6 +466,9 @@ def print_invalid(invalid: dict) -> None:
         nan = float("nan")
         cells = [f"s{s}={r.get('max', nan):.2f}/{r.get('eval_max', nan):.2f}" for s, r in per_seed.items()]
         print(f"  {method:<9} " + " ".join(cells))
+    reinforced = {f"{m} s{s}": r["reinforced"] for m, p in invalid.items() for s, r in p.items() if "reinforced" in r}
+    if reinforced:
+        print("Invalid steps trained with a positive advantage (runs that logged them): " + str(reinforced))
 
 
 def print_tables(table: dict, paired: dict, reach: dict) -> None:

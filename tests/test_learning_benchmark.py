@@ -82,6 +82,26 @@ def test_invalid_rates_per_update_and_the_table_of_maxima(tmp_path):
         (tmp_path / "seed0" / "grpo" / f"eval_update_{update:05d}.json").write_text(json.dumps(panels))
     row = learning.invalid_table(tmp_path, seeds=[0], methods=["grpo"])["grpo"]["0"]
     assert row["max"] == 0.25 and row["eval"] == {"0": 0.0, "3": 0.01, "6": 0.66} and row["eval_max"] == 0.66
+    assert "reinforced" not in row  # the run predates rollout/invalid_reinforced
+
+
+def test_reinforced_invalid_steps_are_summed_only_where_every_update_logged_them(tmp_path):
+    run = tmp_path / "seed0" / "seed"
+    rows = [
+        {"update": 0},
+        *(
+            {"update": u, "rollout/invalid_rate": 0.0, "rollout/invalid_reinforced": n}
+            for u, n in ((1, 0), (2, 1), (3, 2))
+        ),
+    ]
+    run.mkdir(parents=True)
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert learning.reinforced_invalid(run) == 3
+    assert learning.invalid_table(tmp_path, seeds=[0], methods=["seed"])["seed"]["0"]["reinforced"] == 3
+    (run / "metrics.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in [*rows, {"update": 4, "rollout/invalid_rate": 0.1}])
+    )
+    assert learning.reinforced_invalid(run) is None  # an update without the metric: unknown, not 0
 
 
 def test_collapse_counts_the_learning_benchmarks_runs_of_the_default_recipe(tmp_path, monkeypatch):
