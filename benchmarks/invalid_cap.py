@@ -156,8 +156,11 @@ def replay(args, base: list[str], original: Path, record: dict, path: Path) -> N
     overrides = run_overrides(args.config, base, args.method, run_dir, args.updates)
     results = record.setdefault("replays", {}).setdefault(f"seed{args.seed}/{args.method}/update{args.replay}", {})
     for weights in args.weights:
-        results[str(weights)] = replay_one(args.config, overrides, original, args.replay, Path(weights), args.samples)
-        path.write_text(json.dumps(record, indent=2))
+        for seed in args.replay_seeds or [None]:  # another seed: other mini-batch orders and samples
+            extra = [f"seed={seed}"] if seed is not None else []
+            one = replay_one(args.config, overrides + extra, original, args.replay, Path(weights), args.samples)
+            results[str(weights) + args.label + (f" seed={seed}" if seed is not None else "")] = one
+            path.write_text(json.dumps(record, indent=2))
     print(f"wrote {path}")
 
 
@@ -174,6 +177,8 @@ def main() -> None:
     ap.add_argument("--replay", type=int, default=0, help="replay the original's update U instead of a rerun")
     ap.add_argument("--weights", nargs="+", default=[], help="--replay: run directories whose checkpoints start it")
     ap.add_argument("--samples", type=int, default=4, help="--replay: responses sampled per state")
+    ap.add_argument("--replay-seeds", type=int, nargs="*", default=[], help="--replay: one replay per config seed")
+    ap.add_argument("--label", default="", help="--replay: appended to each entry's key (a repeat keeps the first)")
     args = ap.parse_args()
     from seed.allocator import reexec_under_tcmalloc
 
