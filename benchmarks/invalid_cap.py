@@ -32,7 +32,16 @@ import sys
 import time
 from pathlib import Path
 
-from learning import RESULTS, collect, eval_file, eval_invalid_rates, run_overrides, seed_run_dir
+from learning import (
+    RESULTS,
+    collect,
+    eval_file,
+    eval_invalid_rates,
+    invalid_rates,
+    run_overrides,
+    seed_run_dir,
+    update_rows,
+)
 from provenance import provenance
 
 CAP = "algo.invalid_advantage=nonpositive"
@@ -50,11 +59,6 @@ def invalid_step_counts(run_dir: Path) -> dict[str, list[int]]:
     return counts
 
 
-def metric_rows(run_dir: Path) -> dict[int, dict]:
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
-    return {r["update"]: r for r in rows if "rollout/invalid_rate" in r}
-
-
 def same_rows(a: dict, b: dict) -> bool:
     """The update's numbers are equal (wall-clock times and memory aside)."""
     keys = {k for k in a.keys() | b.keys() if not k.startswith(("time/", "memory/"))}
@@ -62,10 +66,9 @@ def same_rows(a: dict, b: dict) -> bool:
 
 
 def summary(run_dir: Path, last: int) -> dict:
-    rows = metric_rows(run_dir)
     curve = collect(run_dir.parent.parent, [int(run_dir.parent.name.removeprefix("seed"))], [run_dir.name])
     return {
-        "invalid_rate": [rows[u]["rollout/invalid_rate"] for u in sorted(rows)],
+        "invalid_rate": invalid_rates(run_dir),
         **invalid_step_counts(run_dir),
         "success_last": {s: v[last] for s, v in curve.get(run_dir.name, {}).items() if last in v},
         "eval_invalid_last": eval_invalid_rates(run_dir).get(last),
@@ -110,7 +113,7 @@ def invalid_after(components, states: list, samples: int) -> float:
     from seed.envs.base import action_tags
 
     r = components.cfg.rollout
-    prompts = [render(st, components.tokenizer) for st in states for _ in range(samples)]
+    prompts = [ids for st in states for ids in [render(st, components.tokenizer)] * samples]
     gens = components.rollout_backend().generate(prompts, components.rollout_sampling(), r.generation_batch_size)
     tags = action_tags(components.cfg.env.name)
     admissible = [st.admissible for st in states for _ in range(samples)]
@@ -200,7 +203,7 @@ def main() -> None:
     key = f"seed{args.seed}/{args.method}"
     if seconds < 60 and key in record["runs"]:  # nothing was trained now: the run's own seconds stand
         seconds = record["runs"][key]["wall_seconds"]
-    a, b = metric_rows(original), metric_rows(capped)
+    a, b = ({row["update"]: row for row in update_rows(run)} for run in (original, capped))
     entry = {
         "original": summary(original, args.updates),
         "capped": summary(capped, args.updates),

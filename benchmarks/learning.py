@@ -66,22 +66,25 @@ OWN_START = {"seed_sfw": "start_sfw"}
 PANELS = ("valid_seen", "valid_unseen", "all")
 
 
-def invalid_rates(run_dir: Path) -> list[float]:
-    """The rollout invalid rate of each finished update of a run (or its archive), in order."""
+def update_rows(run_dir: Path) -> list[dict]:
+    """The metrics rows of a run's (or its archive's) finished updates, in update order; stage rows (update 0) have
+    no rollout and are left out."""
     path = run_dir / "metrics.jsonl"
     if not path.exists():
         return []
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    rows = [row for row in rows if "rollout/invalid_rate" in row]  # stage rows (update 0) have none
-    return [row["rollout/invalid_rate"] for row in sorted(rows, key=lambda r: r["update"])]
+    return sorted((row for row in rows if "rollout/invalid_rate" in row), key=lambda r: r["update"])
+
+
+def invalid_rates(run_dir: Path) -> list[float]:
+    """The rollout invalid rate of each finished update of a run (or its archive), in order."""
+    return [row["rollout/invalid_rate"] for row in update_rows(run_dir)]
 
 
 def reinforced_invalid(run_dir: Path) -> int | None:
     """The invalid steps a run's updates trained with a positive advantage (`rollout/invalid_reinforced`, summed;
     None for runs that predate the metric): where it is 0, `algo.invalid_advantage` changed nothing in the run."""
-    path = run_dir / "metrics.jsonl"
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
-    rows = [row for row in rows if "rollout/invalid_rate" in row]
+    rows = update_rows(run_dir)
     if not rows or any("rollout/invalid_reinforced" not in row for row in rows):
         return None
     return sum(int(row["rollout/invalid_reinforced"]) for row in rows)
