@@ -266,3 +266,74 @@ def test_eval_every_evaluates_during_training_without_changing_it(tmp_path):
         for run in (run_a, run_b)
     ]
     assert ids[0] == ids[1]  # update 2 (episodes/update_00001) after an evaluation: the generator was put back
+
+
+def _count_calls(obj, name: str) -> list:
+    """Record each call of `obj.<name>` (its first argument's length) and let it through."""
+    calls, method = [], getattr(obj, name)
+
+    def counted(*args, **kwargs):
+        calls.append(len(args[0]))
+        return method(*args, **kwargs)
+
+    setattr(obj, name, counted)
+    return calls
+
+
+def test_old_logprobs_from_the_rollout_train_as_a_recompute_does_in_fp32(tmp_path):
+    """The sampler's temperature-1 log-probs are the pre-update policy's: with several mini-batches an update that
+    takes them reaches the weights a recomputing update reaches, without the policy's extra no-grad pass."""
+    import dataclasses
+
+    from seed.train.optim import make_optimizer
+    from seed.train.rl import policy_update
+
+    comps = build_components(_cfg(tmp_path, "warmup.enabled=false", "algo.mini_batch_size=2"))
+    cfg = comps.cfg
+    seeds = task_seeds_for_update(cfg, 0)
+    episodes = comps.collector("train").collect(comps.rollout_backend(), seeds, 2, comps.rollout_sampling())
+    batch = compute_advantages(episodes, cfg)
+    batch.advantages = torch.linspace(-1.0, 1.0, len(batch.samples))  # every sample pulls: the ratio matters
+    shifted = dataclasses.replace(
+        batch, samples=[dataclasses.replace(s, rollout_logps=[x + 0.3 for x in s.rollout_logps]) for s in batch.samples]
+    )
+    start = {k: v.clone() for k, v in comps.policy.model.state_dict().items()}
+    trained = {}
+    for name, source, b in (
+        ("recompute", "recompute", batch),
+        ("rollout", "rollout", batch),
+        ("off", "rollout", shifted),
+    ):
+        comps.policy.model.load_state_dict(start)
+        cfg.algo.old_logprobs = source
+        calls = _count_calls(comps.policy, "logprobs")
+        stats = policy_update(comps, make_optimizer(comps.policy.model, cfg), b)
+        del comps.policy.logprobs  # the counting wrapper
+        trained[name] = ({k: v.clone() for k, v in comps.policy.model.state_dict().items()}, calls, stats)
+    (recomputed, calls_r, stats_r), (taken, calls_t, stats_t) = trained["recompute"], trained["rollout"]
+    assert stats_r["train/optimizer_steps"] > 1 and len(calls_r) == 1 and calls_t == []
+    assert (stats_r["train/old_logprobs_from_rollout"], stats_t["train/old_logprobs_from_rollout"]) == (0.0, 1.0)
+    assert any(not torch.allclose(recomputed[k], start[k], atol=1e-4) for k in start)  # the update moved the weights
+    for k in start:
+        torch.testing.assert_close(taken[k], recomputed[k], atol=1e-6, rtol=1e-5)
+    off = trained["off"][0]  # log-probs that are not the policy's train to other weights
+    assert any(not torch.allclose(off[k], recomputed[k], atol=1e-5) for k in start)
+
+
+def test_auto_takes_rollout_logprobs_only_where_they_equal_a_recompute(tmp_path):
+    from seed.train.rl import old_logprobs_source, rollout_old_logprobs
+
+    fp32 = build_components(_cfg(tmp_path / "a", "algo.old_logprobs=auto"))
+    assert old_logprobs_source(fp32) == "rollout"
+    assert old_logprobs_source(fp32, dp=object()) == "recompute"  # a data-parallel replica decoded the rollout
+    bf16 = build_components(_cfg(tmp_path / "b", "algo.old_logprobs=auto", "model.precision=bf16"))
+    assert old_logprobs_source(bf16) == "recompute"  # the bf16 decoding copy rounds otherwise
+    for choice in ("recompute", "rollout"):
+        assert old_logprobs_source(build_components(_cfg(tmp_path / choice, f"algo.old_logprobs={choice}"))) == choice
+    # a sample without its sampler log-probs is scored by the policy; the others keep theirs
+    st = StepState("sokoban", "t", "o", ["up"])
+    kept = StepSample(st, [5, 6, 7], [8, 9], [-0.5, -0.25], "", "up", True, 0.0)
+    bare = StepSample(st, [5, 6, 7], [10, 11, 12], [], "", "up", True, 0.0)
+    old = rollout_old_logprobs(fp32.policy, [kept, bare], token_budget=4096)
+    assert old[0] == [-0.5, -0.25]
+    assert old[1] == pytest.approx(fp32.policy.logprobs([[5, 6, 7]], [[10, 11, 12]])[0], abs=1e-6)

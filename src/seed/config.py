@@ -20,6 +20,8 @@ from seed.algos import ADVANTAGES, DISTILL_LOSSES, GROUPINGS, INVALID_ADVANTAGES
 from seed.errors import ConfigError
 from seed.skills import SKILL_SOURCES
 
+OLD_LOGPROBS = ("recompute", "rollout", "auto")  # the PPO ratio's denominator (AlgoConfig.old_logprobs)
+
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"  # package data (the repo's configs/ links here)
 
 
@@ -149,6 +151,13 @@ class AlgoConfig:
         },
     )
     token_budget: int = _positive(8192, doc="padded tokens per micro-batch")
+    old_logprobs: str = _choice(
+        "recompute",
+        *OLD_LOGPROBS,
+        doc="the PPO ratio's denominator with several mini-batches: recompute (official) runs a no-grad pass of the "
+        "policy over the batch; rollout takes the sampler's own log-probs of the same weights; auto takes them where "
+        "they equal a recompute up to fp32 rounding (the trainer decodes its rollouts itself, without autocast)",
+    )
 
 
 @dataclass

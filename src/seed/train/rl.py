@@ -182,7 +182,8 @@ def policy_update(
     (token budget), one backward each, one optimizer step.
 
     With one mini-batch the rollout weights are the weights of the first forward pass, so the old log-probs are
-    that pass's values, detached: exact, and no extra forward. With more, they are computed up front.
+    that pass's values, detached: exact, and no extra forward. With more, they are computed up front, or taken from
+    the rollout (`old_logprobs_source`).
     `dp` (seed.dist.fsdp.DataParallel) spreads each mini-batch's micro-batches over data-parallel ranks that all
     hold the whole batch: the loss weights stay those of the whole mini-batch, and gradients are summed.
     """
@@ -195,12 +196,13 @@ def policy_update(
     )
     t0 = time.perf_counter()
     reference = components.scoring_reference()
-    scores = _Scores(
-        ref=reference.logprobs(prompts, responses, a.token_budget, images) if reference else None,
-        old=policy.logprobs(prompts, responses, a.token_budget, images)
-        if len(plan) > 1 or cfg.distill.kind == "positive"
-        else None,
-    )
+    needs_old = len(plan) > 1 or cfg.distill.kind == "positive"
+    from_rollout = needs_old and old_logprobs_source(components, dp) == "rollout"
+    if from_rollout:
+        old = rollout_old_logprobs(policy, samples, a.token_budget)
+    else:
+        old = policy.logprobs(prompts, responses, a.token_budget, images) if needs_old else None
+    scores = _Scores(ref=reference.logprobs(prompts, responses, a.token_budget, images) if reference else None, old=old)
     del reference
     components.release_reference()  # (model.offload_reference) not held through the steps and the next rollout
     t_scores = time.perf_counter() - t0
@@ -224,9 +226,43 @@ def policy_update(
     if dp is not None:  # every rank ran a share of the micro-batches: add the shares up
         sums = dp.sum_dict(sums)
     out = _update_stats(sums, n_steps, skipped, grad_norms, trained_tokens, cfg.distill.kind != "none", t_scores)
+    out["train/old_logprobs_from_rollout"] = float(from_rollout)
     if shifts:
         out.update(teacher_signal(components.tokenizer, batch, shifts, dp))
     return out
+
+
+def old_logprobs_source(components, dp=None) -> str:
+    """`rollout` or `recompute`: where the update takes the PPO ratio's old log-probs from (`algo.old_logprobs`).
+
+    `auto` takes the sampler's log-probs only where they are a recompute's up to fp32 rounding: the trainer decoded
+    the rollout itself (no generation workers, no data-parallel replica), with the same fp32 weights it trains (no
+    autocast: a bf16 decoding copy runs other kernels on other shapes, and bf16 rounding then differs by up to
+    ~0.2 on unlikely tokens). Saves one no-grad pass of the policy over the batch per update."""
+    cfg = components.cfg
+    if cfg.algo.old_logprobs != "auto":
+        return cfg.algo.old_logprobs
+    g = cfg.generation
+    decodes_itself = dp is None and components.replica is None and g.workers == 0 and g.backend == "hf"
+    return "rollout" if decodes_itself and components.policy.amp_dtype is None else "recompute"
+
+
+def rollout_old_logprobs(policy, samples: list[StepSample], token_budget: int) -> list[list[float]]:
+    """Each sample's temperature-1 log-probs as the sampler drew its response (same weights as the update's start);
+    a sample without them (one per response token) is scored by the policy instead."""
+    old = [list(s.rollout_logps) for s in samples]
+    missing = [i for i, s in enumerate(samples) if len(s.rollout_logps) != len(s.response_ids)]
+    if missing:
+        picked = [samples[i] for i in missing]
+        scored = policy.logprobs(
+            [s.prompt_ids for s in picked],
+            [s.response_ids for s in picked],
+            token_budget,
+            prompt_images([s.state for s in picked]),
+        )
+        for i, logps in zip(missing, scored):
+            old[i] = logps
+    return old
 
 
 def teacher_signal(tokenizer, batch: Batch, shifts: dict[int, list[float]], dp=None) -> dict:
