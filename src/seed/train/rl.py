@@ -237,8 +237,8 @@ def old_logprobs_source(components, dp=None) -> str:
 
     `auto` takes the sampler's log-probs only where they are a recompute's up to fp32 rounding: the trainer decoded
     the rollout itself (no generation workers, no data-parallel replica), with the same fp32 weights it trains (no
-    autocast: a bf16 decoding copy runs other kernels on other shapes, and bf16 rounding then differs by up to
-    ~0.2 on unlikely tokens). Saves one no-grad pass of the policy over the batch per update."""
+    autocast: a bf16 decoding copy runs other kernels on other shapes, and its log-probs then differ by up to a
+    quarter on unlikely tokens). Saves one no-grad pass of the policy over the batch per update."""
     cfg = components.cfg
     if cfg.algo.old_logprobs != "auto":
         return cfg.algo.old_logprobs
