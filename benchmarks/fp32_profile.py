@@ -40,12 +40,7 @@ def gemm_gflops(dtype) -> float:
     import torch
 
     a, b = torch.randn(3200, 576, dtype=dtype), torch.randn(576, 1536, dtype=dtype)
-    for _ in range(3):
-        a @ b
-    t0, n = time.perf_counter(), 20
-    for _ in range(n):
-        a @ b
-    return 2 * 3200 * 576 * 1536 * n / (time.perf_counter() - t0) / 1e9
+    return 2 * 3200 * 576 * 1536 / (_ms(lambda: a @ b, 20) / 1e3) / 1e9
 
 
 def _ms(fn, reps: int) -> float:

@@ -50,9 +50,11 @@ CAP = "algo.invalid_advantage=nonpositive"
 def invalid_step_counts(run_dir: Path) -> dict[str, list[int]]:
     """Per recorded update (episodes/update_*.jsonl, in order): the invalid steps that trained with advantage > 0,
     and the invalid steps of won episodes (those the official score rewards; the cap sets theirs to 0)."""
+    from seed.storage import read_jsonl
+
     counts: dict[str, list[int]] = {"positive_invalid_steps": [], "invalid_steps_of_wins": []}
     for path in sorted((run_dir / "episodes").glob("update_*.jsonl")):
-        episodes = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        episodes = read_jsonl(path)
         invalid = [(e, s) for e in episodes for s in e["steps"] if not s["valid"]]
         counts["positive_invalid_steps"].append(sum((s["advantage"] or 0) > 0 for _, s in invalid))
         counts["invalid_steps_of_wins"].append(sum(bool(e["won"]) for e, _ in invalid))
@@ -92,11 +94,11 @@ def run_capped(config: str, base: list[str], seed_dir: Path, method: str, out_di
 def recorded_episodes(run_dir: Path, update: int, tokenizer) -> list:
     """The episodes of update `update` (1-based) as the run wrote them, prompts rendered again from their states."""
     from seed.agent.render import render
+    from seed.storage import read_jsonl
     from seed.types import Episode, StepSample, StepState
 
     episodes = []
-    for line in (run_dir / "episodes" / f"update_{update - 1:05d}.jsonl").read_text().splitlines():
-        e = json.loads(line)
+    for e in read_jsonl(run_dir / "episodes" / f"update_{update - 1:05d}.jsonl"):
         steps = []
         for s in e.pop("steps"):
             state = StepState(**{**s.pop("state"), "images": []})

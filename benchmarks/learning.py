@@ -69,11 +69,9 @@ PANELS = ("valid_seen", "valid_unseen", "all")
 def update_rows(run_dir: Path) -> list[dict]:
     """The metrics rows of a run's (or its archive's) finished updates, in update order; stage rows (update 0) have
     no rollout and are left out."""
-    path = run_dir / "metrics.jsonl"
-    if not path.exists():
-        return []
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return sorted((row for row in rows if "rollout/invalid_rate" in row), key=lambda r: r["update"])
+    from seed.train.metrics import read_metrics
+
+    return sorted((row for row in read_metrics(run_dir) if "rollout/invalid_rate" in row), key=lambda r: r["update"])
 
 
 def invalid_rates(run_dir: Path) -> list[float]:

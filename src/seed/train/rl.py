@@ -242,15 +242,14 @@ def old_logprobs_source(components, dp=None) -> str:
     cfg = components.cfg
     if cfg.algo.old_logprobs != "auto":
         return cfg.algo.old_logprobs
-    g = cfg.generation
-    decodes_itself = dp is None and components.replica is None and g.workers == 0 and g.backend == "hf"
+    decodes_itself = dp is None and components.rollout_backend() is components.policy
     return "rollout" if decodes_itself and components.policy.amp_dtype is None else "recompute"
 
 
 def rollout_old_logprobs(policy, samples: list[StepSample], token_budget: int) -> list[list[float]]:
     """Each sample's temperature-1 log-probs as the sampler drew its response (same weights as the update's start);
     a sample without them (one per response token) is scored by the policy instead."""
-    old = [list(s.rollout_logps) for s in samples]
+    old = [s.rollout_logps for s in samples]
     missing = [i for i, s in enumerate(samples) if len(s.rollout_logps) != len(s.response_ids)]
     if missing:
         picked = [samples[i] for i in missing]
